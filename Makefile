@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.esper-installed
 RUN_DIR ?= runs/baseline
 EPOCHS ?= 30
 
-.PHONY: install run test check-export nbdev-test pytest lab docs export clean-nbs
+.PHONY: install run test check-export nbdev-test pytest lab docs readme export
 
 $(STAMP): setup.py settings.ini .ci/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,9 +26,10 @@ run: $(STAMP)
 check-export: $(STAMP)
 	$(BIN)/nbdev_export
 	$(BIN)/nbdev_clean
-	@if [ -n "$$(git status --porcelain -- esper nbs)" ]; then \
+	$(MAKE) --no-print-directory readme
+	@if [ -n "$$(git status --porcelain -- esper nbs README.md pyproject.toml)" ]; then \
 		echo "nbdev_export/nbdev_clean changed files: notebooks and esper/ disagree:"; \
-		git status --porcelain -- esper nbs; exit 1; \
+		git status --porcelain -- esper nbs README.md pyproject.toml; git diff --stat -- esper nbs README.md | tail -20; exit 1; \
 	else echo "notebooks and esper/ agree"; fi
 
 nbdev-test: $(STAMP)
@@ -42,8 +43,21 @@ test: check-export nbdev-test pytest
 lab: $(STAMP)
 	$(BIN)/jupyter lab nbs
 
+# Offline HTML preview of every notebook (Quarto, which builds the published site, is not needed).
+# EXECUTE=1 re-runs the notebooks while rendering; by default their saved outputs are shown.
 docs: $(STAMP)
-	$(BIN)/python -m esper._docs_preview nbs _preview
+	rm -rf _preview && mkdir -p _preview
+	cd nbs && for nb in $$(find . -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' | sort); do \
+		d=../_preview/$$(dirname $$nb); mkdir -p $$d; \
+		../$(BIN)/jupyter nbconvert --log-level WARN --to html $(if $(EXECUTE),--execute,) --output-dir $$d $$nb || exit 1; \
+	done
+	$(BIN)/python .ci/preview_index.py _preview nbs
+	@echo "open _preview/index.html in a browser"
 
+# README.md is generated from nbs/index.ipynb (nbdev_readme needs Quarto, which these machines lack).
+readme: $(STAMP)
+	$(BIN)/jupyter nbconvert --log-level WARN --to markdown --output-dir . --output README nbs/index.ipynb
+
+# What to run before each commit: regenerate esper/ and README.md from the notebooks and clean them.
 export: $(STAMP)
-	$(BIN)/nbdev_export && $(BIN)/nbdev_clean
+	$(BIN)/nbdev_export && $(BIN)/nbdev_clean && $(MAKE) --no-print-directory readme

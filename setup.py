@@ -1,4 +1,7 @@
-"""Packaging for esper, reading its metadata from settings.ini (the nbdev 2 layout)."""
+"""Packaging for esper, reading its metadata from settings.ini (the nbdev 2 layout).
+
+nbdev_export writes pyproject.toml with these fields marked dynamic; setup.py fills every one of them.
+"""
 from configparser import ConfigParser
 
 import setuptools
@@ -27,5 +30,12 @@ setuptools.setup(
     install_requires=requirements,
     extras_require={"dev": dev_requirements},
     entry_points={"console_scripts": console_scripts, "nbdev": [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
+    keywords=cfg.get("keywords", "").split(),
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "License :: OSI Approved :: Apache Software License",
+    ],
+    project_urls={"Documentation": cfg["doc_host"] + cfg["doc_baseurl"], "Source": cfg["git_url"]},
     zip_safe=False,
 )

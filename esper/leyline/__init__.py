@@ -9,7 +9,7 @@ __all__ = ['DEFAULT_GAMMA', 'DEFAULT_GAE_LAMBDA', 'DEFAULT_CLIP_RATIO', 'DEFAULT
            'DEFAULT_BLEND_EPOCHS', 'DEFAULT_MIN_TRAINING_EPOCHS', 'DEFAULT_MIN_HOLDING_EPOCHS',
            'DEFAULT_EMBARGO_EPOCHS', 'BASE_FEATURE_DIM']
 
-# %% ../../nbs/leyline/03_leyline.ipynb #f19faed3
+# %% ../../nbs/leyline/03_leyline.ipynb #5342cfa0
 from .lifecycle import (SeedStage, VALID_TRANSITIONS, LIVE_STAGES, BLOCKED_STAGES, TERMINAL_STAGES,
                                      IllegalTransitionError, is_valid_transition, check_transition, is_live,
                                      transition_table)
@@ -18,7 +18,7 @@ from .actions import (LifecycleOp, BLUEPRINTS, BlendAlgorithm, HEAD_NAMES, FlatA
 from .telemetry import (SEED_TELEMETRY_DIM, SeedTelemetry, TelemetryEventType, LIFECYCLE_EVENTS,
                                      TelemetryEvent)
 
-# %% ../../nbs/leyline/03_leyline.ipynb #5240b801
+# %% ../../nbs/leyline/03_leyline.ipynb #32e67938
 DEFAULT_GAMMA: float = 0.99            # discount factor
 DEFAULT_GAE_LAMBDA: float = 0.95       # GAE bias/variance trade-off
 DEFAULT_CLIP_RATIO: float = 0.2        # PPO surrogate clip
@@ -33,7 +33,7 @@ DEFAULT_TARGET_KL: float = 0.015       # approx-KL early stop
 DEFAULT_HIDDEN_DIM: int = 256          # width of the policy/value MLP
 DEFAULT_LSTM_HIDDEN_DIM: int = 128     # width of the recurrent policy's LSTM
 
-# %% ../../nbs/leyline/03_leyline.ipynb #770524e4
+# %% ../../nbs/leyline/03_leyline.ipynb #691672dd
 DEFAULT_BLEND_EPOCHS: int = 5          # epochs for alpha to ramp 0 -> 1
 DEFAULT_MIN_TRAINING_EPOCHS: int = 3   # epochs in TRAINING before a seed may blend
 DEFAULT_MIN_HOLDING_EPOCHS: int = 1    # epochs in HOLDING before a seed may fossilize

@@ -6,10 +6,10 @@
 __all__ = ['BLUEPRINTS', 'HEAD_NAMES', 'N_FLAT_ACTIONS', 'LifecycleOp', 'BlendAlgorithm', 'FlatAction', 'flat_to_op',
            'op_to_flat', 'factored_head_sizes']
 
-# %% ../../nbs/leyline/01_actions.ipynb #64ae185f
+# %% ../../nbs/leyline/01_actions.ipynb #3aa64a5b
 from enum import Enum, IntEnum
 
-# %% ../../nbs/leyline/01_actions.ipynb #00df7286
+# %% ../../nbs/leyline/01_actions.ipynb #97d38013
 class LifecycleOp(IntEnum):
     "The lifecycle operation chosen by the `op` head."
     WAIT = 0       # do nothing this epoch
@@ -30,7 +30,7 @@ class BlendAlgorithm(str, Enum):
 #: Names of the factored policy's heads, in a fixed order used everywhere (masks, logits, logs).
 HEAD_NAMES: tuple[str, ...] = ("slot", "blueprint", "blend", "op")
 
-# %% ../../nbs/leyline/01_actions.ipynb #071131d0
+# %% ../../nbs/leyline/01_actions.ipynb #1dceb121
 class FlatAction(IntEnum):
     "Single-head action space: one discrete choice per epoch, acting on the target slot."
     WAIT = 0
@@ -70,7 +70,7 @@ def op_to_flat(
 #: Number of actions in the flat space (aliases excluded).
 N_FLAT_ACTIONS: int = len(FlatAction)
 
-# %% ../../nbs/leyline/01_actions.ipynb #f51b176e
+# %% ../../nbs/leyline/01_actions.ipynb #2feb02a5
 def factored_head_sizes(
     n_slots: int, # number of seed slots in the host
 ) -> dict[str, int]:

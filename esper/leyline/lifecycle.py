@@ -6,10 +6,10 @@
 __all__ = ['VALID_TRANSITIONS', 'LIVE_STAGES', 'BLOCKED_STAGES', 'TERMINAL_STAGES', 'SeedStage', 'IllegalTransitionError',
            'is_valid_transition', 'check_transition', 'is_live', 'transition_table']
 
-# %% ../../nbs/leyline/00_lifecycle.ipynb #d740244e
+# %% ../../nbs/leyline/00_lifecycle.ipynb #b8752349
 from enum import IntEnum
 
-# %% ../../nbs/leyline/00_lifecycle.ipynb #32e06e3a
+# %% ../../nbs/leyline/00_lifecycle.ipynb #4f10b885
 class SeedStage(IntEnum):
     "Lifecycle stage of a seed slot; integer values are stable and used as features."
     DORMANT = 0      # empty slot, ready to germinate
@@ -22,7 +22,7 @@ class SeedStage(IntEnum):
     EMBARGOED = 7    # slot unusable for a few epochs after a prune
     RESETTING = 8    # slot being cleared, about to be dormant again
 
-# %% ../../nbs/leyline/00_lifecycle.ipynb #b4d49188
+# %% ../../nbs/leyline/00_lifecycle.ipynb #0238b6ae
 VALID_TRANSITIONS: dict[SeedStage, frozenset[SeedStage]] = {
     SeedStage.DORMANT: frozenset({SeedStage.GERMINATED}),
     SeedStage.GERMINATED: frozenset({SeedStage.TRAINING, SeedStage.PRUNED}),
@@ -42,7 +42,7 @@ BLOCKED_STAGES = frozenset({SeedStage.PRUNED, SeedStage.EMBARGOED, SeedStage.RES
 #: Stages from which no transition leads anywhere.
 TERMINAL_STAGES = frozenset(s for s, nxt in VALID_TRANSITIONS.items() if not nxt)
 
-# %% ../../nbs/leyline/00_lifecycle.ipynb #dada54c6
+# %% ../../nbs/leyline/00_lifecycle.ipynb #04617e77
 class IllegalTransitionError(ValueError):
     "Raised when a seed is asked to move between two stages that the lifecycle does not connect."
 
@@ -69,7 +69,7 @@ def is_live(stage: SeedStage|int) -> bool:
     "True if a seed module exists in this stage and takes part in the forward pass."
     return SeedStage(stage) in LIVE_STAGES
 
-# %% ../../nbs/leyline/00_lifecycle.ipynb #e92b0e46
+# %% ../../nbs/leyline/00_lifecycle.ipynb #b56b5a69
 def transition_table() -> str:
     "The lifecycle as a markdown table: each stage and the stages it may move to."
     rows = ["| stage | may move to |", "|---|---|"]

@@ -5,13 +5,13 @@
 # %% auto #0
 __all__ = ['SEED_TELEMETRY_DIM', 'LIFECYCLE_EVENTS', 'SeedTelemetry', 'TelemetryEventType', 'TelemetryEvent']
 
-# %% ../../nbs/leyline/02_telemetry.ipynb #2ecd74c2
+# %% ../../nbs/leyline/02_telemetry.ipynb #e23a57f5
 import time
 from dataclasses import dataclass, field, asdict
 from enum import Enum
 from typing import Any
 
-# %% ../../nbs/leyline/02_telemetry.ipynb #b0999e2e
+# %% ../../nbs/leyline/02_telemetry.ipynb #2ebf2e45
 #: Length of `SeedTelemetry.to_features()`.
 SEED_TELEMETRY_DIM: int = 10
 
@@ -48,7 +48,7 @@ class SeedTelemetry:
             float(progress),
         ]
 
-# %% ../../nbs/leyline/02_telemetry.ipynb #e727d790
+# %% ../../nbs/leyline/02_telemetry.ipynb #6c2397b1
 class TelemetryEventType(str, Enum):
     "Kinds of event reported through the telemetry hub."
     TRAINING_STARTED = "training_started"

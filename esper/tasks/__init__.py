@@ -6,7 +6,7 @@
 __all__ = ['TASK_NAMES', 'CIFAR10_MEAN', 'CIFAR10_STD', 'DEFAULT_HOSTS', 'default_data_dir', 'TaskConfig', 'tensor_loader',
            'TaskDataError', 'load_mnist1d_arrays', 'load_cifar10_datasets', 'Task', 'get_task']
 
-# %% ../../nbs/tasks/01_tasks.ipynb #c4d7363b
+# %% ../../nbs/tasks/01_tasks.ipynb #e2968216
 import os
 import random
 from dataclasses import dataclass, field, replace
@@ -18,7 +18,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, Sequential
 
 from .hosts import HOST_PRESETS, ConvHost, build_host, count_parameters
 
-# %% ../../nbs/tasks/01_tasks.ipynb #79962d68
+# %% ../../nbs/tasks/01_tasks.ipynb #88cfb956
 def default_data_dir() -> Path:
     "Where datasets are cached: `$ESPER_DATA_DIR`, else `~/.cache/esper`."
     return Path(os.environ.get("ESPER_DATA_DIR", Path.home() / ".cache" / "esper"))
@@ -49,7 +49,7 @@ class TaskConfig:
             raise ValueError(f"unknown host preset {self.host!r}; choose one of: {', '.join(HOST_PRESETS)}")
         self.data_dir = Path(self.data_dir) if self.data_dir is not None else default_data_dir()
 
-# %% ../../nbs/tasks/01_tasks.ipynb #6f58df7a
+# %% ../../nbs/tasks/01_tasks.ipynb #ef76a33a
 def tensor_loader(
     x: torch.Tensor, y: torch.Tensor, # inputs and integer labels
     batch_size: int,                  # batch size
@@ -61,7 +61,7 @@ def tensor_loader(
     sampler = RandomSampler(ds, generator=torch.Generator().manual_seed(seed)) if shuffle else SequentialSampler(ds)
     return DataLoader(ds, sampler=BatchSampler(sampler, batch_size, drop_last=False), batch_size=None)
 
-# %% ../../nbs/tasks/01_tasks.ipynb #bd2c319b
+# %% ../../nbs/tasks/01_tasks.ipynb #6875157d
 class TaskDataError(RuntimeError):
     "A dataset is missing or unreadable; the message names the task, the file and the fix."
 
@@ -95,7 +95,7 @@ def load_mnist1d_arrays(
         raise TaskDataError(f"task 'mnist1d': cached file {path} has unexpected shapes; delete it and it will be regenerated")
     return arrays
 
-# %% ../../nbs/tasks/01_tasks.ipynb #df77be49
+# %% ../../nbs/tasks/01_tasks.ipynb #23b9cb9d
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 
@@ -118,7 +118,7 @@ def load_cifar10_datasets(cfg: TaskConfig):
                             f"delete the folder and download it again") from e
     return train, test
 
-# %% ../../nbs/tasks/01_tasks.ipynb #ea2768a6
+# %% ../../nbs/tasks/01_tasks.ipynb #c5574199
 @dataclass
 class Task:
     "Loaders and metadata for one task."

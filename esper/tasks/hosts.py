@@ -5,13 +5,13 @@
 # %% auto #0
 __all__ = ['HOST_PRESETS', 'ConvBlock', 'ConvHost', 'HostPreset', 'build_host', 'count_parameters']
 
-# %% ../../nbs/tasks/00_hosts.ipynb #2673d838
+# %% ../../nbs/tasks/00_hosts.ipynb #01d9c3f5
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-# %% ../../nbs/tasks/00_hosts.ipynb #74561465
+# %% ../../nbs/tasks/00_hosts.ipynb #9b3eecb8
 class ConvBlock(nn.Sequential):
     "Convolution → batch norm → ReLU → max-pool, in 1-D or 2-D."
     def __init__(self,
@@ -27,7 +27,7 @@ class ConvBlock(nn.Sequential):
         if pool > 1: layers.append(Pool(pool))
         super().__init__(*layers)
 
-# %% ../../nbs/tasks/00_hosts.ipynb #7a4474f2
+# %% ../../nbs/tasks/00_hosts.ipynb #065e3430
 class ConvHost(nn.Module):
     "A classifier made of named conv blocks (each one an injection point) and a linear head."
     def __init__(self,
@@ -57,7 +57,7 @@ class ConvHost(nn.Module):
         for block in self.blocks: x = block(x)
         return self.head(x)
 
-# %% ../../nbs/tasks/00_hosts.ipynb #dbe7b87b
+# %% ../../nbs/tasks/00_hosts.ipynb #2357d594
 @dataclass(frozen=True)
 class HostPreset:
     "A named host architecture for a task."

@@ -5,5 +5,5 @@
 # %% auto #0
 __all__ = []
 
-# %% ../../nbs/tolaria/01_tolaria.ipynb #73481711
+# %% ../../nbs/tolaria/01_tolaria.ipynb #d1ea4099
 from .trainer import EpochMetrics, resolve_device, seed_everything, train_epoch, validate, make_sgd

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['EpochMetrics', 'resolve_device', 'seed_everything', 'train_epoch', 'validate', 'make_sgd']
 
-# %% ../../nbs/tolaria/00_trainer.ipynb #854d3f99
+# %% ../../nbs/tolaria/00_trainer.ipynb #0960546d
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
-# %% ../../nbs/tolaria/00_trainer.ipynb #d3c99c09
+# %% ../../nbs/tolaria/00_trainer.ipynb #921e90b7
 class EpochMetrics(TypedDict):
     "What one pass over a loader measured."
     loss: float       # mean loss per sample
@@ -35,7 +35,7 @@ def seed_everything(seed: int) -> None:
     "Seed Python, NumPy and torch (all devices)."
     random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
 
-# %% ../../nbs/tolaria/00_trainer.ipynb #23eeb9bf
+# %% ../../nbs/tolaria/00_trainer.ipynb #16125ae6
 def train_epoch(
     model: nn.Module,                # model to train (moved to `device` beforehand)
     loader: Iterable,                # yields `(inputs, targets)` batches
@@ -68,7 +68,7 @@ def train_epoch(
     return EpochMetrics(loss=loss_sum.item() / n, accuracy=100.0 * correct.item() / n, samples=n,
                         seconds=time.perf_counter() - t0)
 
-# %% ../../nbs/tolaria/00_trainer.ipynb #5da144c7
+# %% ../../nbs/tolaria/00_trainer.ipynb #ed32f9e7
 def validate(
     model: nn.Module,               # model to evaluate
     loader: Iterable,               # yields `(inputs, targets)` batches
@@ -96,7 +96,7 @@ def validate(
     return EpochMetrics(loss=loss_sum.item() / n, accuracy=100.0 * correct.item() / n, samples=n,
                         seconds=time.perf_counter() - t0)
 
-# %% ../../nbs/tolaria/00_trainer.ipynb #bc6a3a57
+# %% ../../nbs/tolaria/00_trainer.ipynb #714e2193
 def make_sgd(
     params: Iterable[torch.nn.Parameter], # parameters to optimise
     lr: float=0.05,                       # learning rate

@@ -1,0 +1,22 @@
+"""Shared pytest configuration: `slow` tests run only with --runslow, `gpu` tests only where CUDA exists."""
+import pytest
+import torch
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", default=False, help="also run tests marked slow")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "slow: takes more than a few seconds; skipped unless --runslow")
+    config.addinivalue_line("markers", "gpu: needs CUDA; skipped where it is not available")
+
+
+def pytest_collection_modifyitems(config, items):
+    skip_slow = pytest.mark.skip(reason="slow: pass --runslow to run")
+    skip_gpu = pytest.mark.skip(reason="needs CUDA")
+    for item in items:
+        if "slow" in item.keywords and not config.getoption("--runslow"):
+            item.add_marker(skip_slow)
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(skip_gpu)
