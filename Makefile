@@ -32,11 +32,12 @@ check-export: $(STAMP)
 		git status --porcelain -- esper nbs README.md pyproject.toml; git diff --stat -- esper nbs README.md | tail -20; exit 1; \
 	else echo "notebooks and esper/ agree"; fi
 
+# Two test processes on two cores: one torch thread each (more threads only contend for the cores).
 nbdev-test: $(STAMP)
-	cd nbs && ../$(BIN)/nbdev_test --path . --n_workers 2
+	cd nbs && OMP_NUM_THREADS=1 ../$(BIN)/nbdev_test --path . --n_workers 2
 
 pytest: $(STAMP)
-	$(BIN)/python -m pytest tests
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests
 
 test: check-export nbdev-test pytest
 

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['write_json_atomic', 'plot_learning_curve', 'run_baseline', 'add_parser', 'run']
 
-# %% ../../nbs/cli/01_baseline.ipynb #1868edac
+# %% ../../nbs/cli/01_baseline.ipynb #2c471768
 import json
 import os
 import sys
@@ -17,6 +17,8 @@ import torch
 from tqdm import tqdm
 
 from . import nonneg_int, positive_float, positive_int
+from ..leyline import TelemetryEvent
+from ..nissa import TelemetryHub, make_hub
 from ..tasks import HOST_PRESETS, TASK_NAMES, count_parameters, get_task
 from ..tolaria import make_sgd, resolve_device, seed_everything, train_epoch, validate
 
@@ -38,7 +40,7 @@ def plot_learning_curve(history: list[dict], title: str=""):
     fig.suptitle(title); fig.tight_layout()
     return fig
 
-# %% ../../nbs/cli/01_baseline.ipynb #8f403316
+# %% ../../nbs/cli/01_baseline.ipynb #3c6c23d2
 def run_baseline(
     task: str="mnist1d",     # task name
     epochs: int=30,          # training epochs
@@ -52,6 +54,9 @@ def run_baseline(
     data_dir: str|None=None, # dataset cache folder (default: $ESPER_DATA_DIR or ~/.cache/esper)
     download: bool=False,    # download CIFAR-10 if missing
     progress: bool=True,     # show a progress bar and per-epoch lines
+    telemetry_dir: Path|str|None=None, # folder for telemetry: events.jsonl and tensorboard/ (None: none)
+    telemetry_level: str="normal",     # telemetry level: off, minimal, normal or debug
+    hub: TelemetryHub|None=None,       # report through this hub instead (the caller closes it)
 ) -> dict:
     "Train a static host and return (and optionally write) its summary."
     if epochs < 1: raise ValueError(f"epochs must be >= 1 (got {epochs})")
@@ -62,16 +67,28 @@ def run_baseline(
     opt = make_sgd(model.parameters(), lr=lr, momentum=momentum)
     n_params = count_parameters(model)
     history = []
+    own_hub = hub is None  # console lines stay tqdm's; the hub writes files only
+    if own_hub: hub = make_hub(telemetry_dir, telemetry_level, console=False) if telemetry_dir is not None else TelemetryHub(telemetry_level)
+    hub.emit(TelemetryEvent("training_started", dict(task=t.name, mode="baseline", host=t.default_host, max_epochs=epochs,
+                                                     seed=seed, lr=lr, momentum=momentum, batch_size=batch_size, n_params=n_params)))
     bar = tqdm(range(1, epochs + 1), desc=f"baseline {t.name}/{t.default_host}", unit="epoch", disable=not progress, file=sys.stderr)
-    for epoch in bar:
-        tr = train_epoch(model, t.train_loader, opt, dev)
-        va = validate(model, t.val_loader, dev)
-        history.append(dict(epoch=epoch, train_loss=tr["loss"], train_accuracy=tr["accuracy"], val_loss=va["loss"],
-                            val_accuracy=va["accuracy"], seconds=tr["seconds"] + va["seconds"]))
-        bar.set_postfix(val_acc=f"{va['accuracy']:.1f}")
-        if progress:
-            tqdm.write(f"epoch {epoch:3d}  train loss {tr['loss']:.4f} acc {tr['accuracy']:5.1f}%  "
-                       f"val loss {va['loss']:.4f} acc {va['accuracy']:5.1f}%", file=sys.stdout)
+    try:
+        for epoch in bar:
+            tr = train_epoch(model, t.train_loader, opt, dev)
+            va = validate(model, t.val_loader, dev)
+            history.append(dict(epoch=epoch, train_loss=tr["loss"], train_accuracy=tr["accuracy"], val_loss=va["loss"],
+                                val_accuracy=va["accuracy"], seconds=tr["seconds"] + va["seconds"]))
+            hub.emit(TelemetryEvent("epoch_completed", {k: v for k, v in history[-1].items() if k != "epoch"} | {"lr": lr},
+                                    epoch=epoch, step=epoch))
+            hub.on_epoch_end()
+            bar.set_postfix(val_acc=f"{va['accuracy']:.1f}")
+            if progress:
+                tqdm.write(f"epoch {epoch:3d}  train loss {tr['loss']:.4f} acc {tr['accuracy']:5.1f}%  "
+                           f"val loss {va['loss']:.4f} acc {va['accuracy']:5.1f}%", file=sys.stdout)
+        hub.emit(TelemetryEvent("training_completed", dict(final_val_accuracy=history[-1]["val_accuracy"],
+                 best_val_accuracy=max(h["val_accuracy"] for h in history), seconds=sum(h["seconds"] for h in history)), epoch=epochs))
+    finally:
+        if own_hub: hub.close()
     summary = dict(task=t.name, host=t.default_host, seed=seed, epochs=epochs, device=str(dev), lr=lr, momentum=momentum,
                    batch_size=batch_size, n_params=n_params,
                    final_accuracy=history[-1]["val_accuracy"], best_accuracy=max(h["val_accuracy"] for h in history),
@@ -83,7 +100,7 @@ def run_baseline(
         fig.savefig(out / "learning_curve.png", dpi=100); matplotlib.pyplot.close(fig)
     return summary
 
-# %% ../../nbs/cli/01_baseline.ipynb #f0a01d4a
+# %% ../../nbs/cli/01_baseline.ipynb #adff0a8f
 def add_parser(subparsers) -> None:
     "Register `esper-train baseline`."
     p = subparsers.add_parser("baseline", help="train a static host (no seeds) and record its accuracy",
@@ -99,6 +116,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--data-dir", default=None, help="dataset folder (default: $ESPER_DATA_DIR or ~/.cache/esper)")
     p.add_argument("--download", action="store_true", help="download CIFAR-10 if it is missing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or per-epoch lines")
+    p.add_argument("--telemetry-dir", default=None, metavar="DIR", help="write telemetry (events.jsonl, tensorboard/) to DIR")
+    p.add_argument("--telemetry-level", default="normal", type=str.lower, choices=("off", "minimal", "normal", "debug"),
+                   help="telemetry level (default: normal)")
     p.set_defaults(run=run)
 
 def run(args) -> int:
@@ -106,10 +126,12 @@ def run(args) -> int:
     try:
         s = run_baseline(task=args.task, epochs=args.epochs, seed=args.seed, out=args.out, host=args.host, lr=args.lr,
                          batch_size=args.batch_size, device=args.device, data_dir=args.data_dir, download=args.download,
-                         progress=not args.no_progress)
+                         progress=not args.no_progress, telemetry_dir=args.telemetry_dir,
+                         telemetry_level=args.telemetry_level)
     except (ValueError, RuntimeError) as e:  # bad device, missing dataset: one clear line, no traceback
         print(f"esper-train baseline: error: {e}", file=sys.stderr); return 1
     print(f"{s['task']}/{s['host']}: final accuracy {s['final_accuracy']:.2f}%, best {s['best_accuracy']:.2f}%, "
           f"{s['n_params']} parameters, {s['seconds_per_epoch']:.3f} s/epoch")
     print(f"wrote {Path(args.out) / 'summary.json'} and {Path(args.out) / 'learning_curve.png'}")
+    if args.telemetry_dir is not None: print(f"telemetry in {args.telemetry_dir} (events.jsonl, tensorboard/)")
     return 0

@@ -39,3 +39,16 @@ DEFAULT_MIN_TRAINING_EPOCHS: int = 3   # epochs in TRAINING before a seed may bl
 DEFAULT_MIN_HOLDING_EPOCHS: int = 1    # epochs in HOLDING before a seed may fossilize
 DEFAULT_EMBARGO_EPOCHS: int = 3        # epochs a pruned slot stays unusable
 BASE_FEATURE_DIM: int = 35             # length of the base observation (seed 001, Task 4)
+
+# %% ../../nbs/leyline/03_leyline.ipynb #c1374953
+__all__ = [
+    "SeedStage", "VALID_TRANSITIONS", "LIVE_STAGES", "BLOCKED_STAGES", "TERMINAL_STAGES", "IllegalTransitionError",
+    "is_valid_transition", "check_transition", "is_live", "transition_table",
+    "LifecycleOp", "BLUEPRINTS", "BlendAlgorithm", "HEAD_NAMES", "FlatAction", "flat_to_op", "op_to_flat",
+    "N_FLAT_ACTIONS", "factored_head_sizes",
+    "SEED_TELEMETRY_DIM", "SeedTelemetry", "TelemetryEventType", "LIFECYCLE_EVENTS", "TelemetryEvent",
+    "DEFAULT_GAMMA", "DEFAULT_GAE_LAMBDA", "DEFAULT_CLIP_RATIO", "DEFAULT_LEARNING_RATE", "DEFAULT_ENTROPY_COEF",
+    "DEFAULT_ENTROPY_COEF_MIN", "DEFAULT_VALUE_COEF", "DEFAULT_MAX_GRAD_NORM", "DEFAULT_N_PPO_EPOCHS",
+    "DEFAULT_BATCH_SIZE", "DEFAULT_TARGET_KL", "DEFAULT_HIDDEN_DIM", "DEFAULT_LSTM_HIDDEN_DIM",
+    "DEFAULT_BLEND_EPOCHS", "DEFAULT_MIN_TRAINING_EPOCHS", "DEFAULT_MIN_HOLDING_EPOCHS", "DEFAULT_EMBARGO_EPOCHS",
+    "BASE_FEATURE_DIM"]

@@ -5,5 +5,11 @@
 # %% auto #0
 __all__ = []
 
-# %% ../../nbs/tolaria/01_tolaria.ipynb #d1ea4099
+# %% ../../nbs/tolaria/01_tolaria.ipynb #b2ae5e4c
 from .trainer import EpochMetrics, resolve_device, seed_everything, train_epoch, validate, make_sgd
+from .governor import (EpochRunner, TRAINABLE_SEED_STAGES, TolariaGovernor, GovernorVerdict,
+                                   GovernorError)
+
+# %% ../../nbs/tolaria/01_tolaria.ipynb #b4a6b161
+__all__ = ["EpochMetrics", "resolve_device", "seed_everything", "train_epoch", "validate", "make_sgd",
+           "EpochRunner", "TRAINABLE_SEED_STAGES", "TolariaGovernor", "GovernorVerdict", "GovernorError"]

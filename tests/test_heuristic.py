@@ -1,0 +1,61 @@
+"""Tamiyo: signal tracker, heuristic decisions, and the episode runner (telemetry synced every epoch)."""
+import pytest
+import torch
+
+from esper.leyline import LifecycleOp, SeedStage
+from esper.tasks import get_task
+from esper.tamiyo import (Episode, EpisodeConfig, HeuristicConfig, HeuristicTamiyo, SignalTracker, TamiyoAction,
+                          run_episode)
+
+
+def test_signal_tracker_deltas_plateau_best():
+    tr = SignalTracker(plateau_threshold=1.0)
+    seq = [(2.0, 30.0), (1.8, 40.0), (1.7, 40.5), (1.75, 39.0), (1.6, 45.0)]
+    out = [tr.update(e, l, a, l, a) for e, (l, a) in enumerate(seq, 1)]
+    assert [s.plateau_epochs for s in out] == [0, 0, 1, 2, 0]
+    assert out[3].accuracy_delta == pytest.approx(-1.5) and out[1].loss_delta == pytest.approx(-0.2)
+    assert out[-1].best_val_accuracy == 45.0 and out[-1].best_val_loss == 1.6
+    assert out[-1].to_obs()["accuracy_history_5"] == [a for _, a in seq]
+    with pytest.raises(ValueError, match="plateau_threshold"): SignalTracker(plateau_threshold=-1)
+
+
+def test_heuristic_config_validation():
+    with pytest.raises(ValueError, match="blueprints"): HeuristicConfig(blueprints=("mlp",))
+    with pytest.raises(ValueError): HeuristicConfig(blend="quadratic")
+
+
+def test_short_heuristic_episode_syncs_telemetry_every_epoch():
+    task = get_task("mnist1d")
+    tam = HeuristicTamiyo(HeuristicConfig(min_epoch_to_germinate=1, plateau_epochs=0))
+    ep = Episode(task, EpisodeConfig(max_epochs=6, max_batches=10, blend_epochs=1, counterfactual_stages=("BLENDING", "HOLDING")))
+    tam.reset(); obs = ep.reset(seed=0)
+    synced = []
+    while not ep.done:
+        obs, info = ep.step(tam.decide(obs, ep.model))
+        for slot, st in ep.model.seed_states().items():
+            if st.stage not in (SeedStage.EMBARGOED,):
+                assert st.telemetry.epoch == ep.epoch, (slot, st.telemetry.epoch, ep.epoch)
+                synced.append(st.telemetry.gradient_norm)
+    assert synced and max(synced) > 0
+    res = ep.result()
+    assert res.seeds_germinated >= 1 and tam.decisions[0].op == LifecycleOp.GERMINATE
+    ops = [d.op for d in tam.decisions]
+    assert LifecycleOp.ADVANCE in ops, ops
+
+
+def test_heuristic_avoids_recently_pruned_blueprint():
+    from esper.kasmina import MorphogeneticModel
+    from esper.tasks import build_host
+    m = MorphogeneticModel(build_host("mnist1d_impaired", 1, 10, (40,)))
+    tam = HeuristicTamiyo(HeuristicConfig(blueprints=("conv_heavy", "depthwise"), blueprint_cooldown=5))
+    m.germinate("block1", "conv_heavy"); m.prune("block1")
+    assert tam.choose_blueprint(m, 0) == "depthwise"
+    m.germinate("block2", "depthwise"); m.step_epoch(2, 40.0); m.prune("block2")
+    assert tam.choose_blueprint(m, 2) == "conv_heavy"      # both recent: the one pruned longest ago
+    assert tam.choose_blueprint(m, 6) == "conv_heavy"      # cooldown over for conv_heavy
+
+
+def test_episode_rejects_bad_config_and_step_before_reset():
+    with pytest.raises(ValueError, match="max_epochs"): EpisodeConfig(max_epochs=0)
+    with pytest.raises(ValueError, match="counterfactual_stages"): EpisodeConfig(counterfactual_stages=("ALIVE",))
+    with pytest.raises(RuntimeError, match="reset"): Episode(get_task("mnist1d")).step(TamiyoAction.wait())

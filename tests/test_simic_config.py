@@ -1,0 +1,112 @@
+"""Tests for TrainingConfig (seed 001 Task 2, seed 002 Task 5, plus every other range)."""
+import pytest
+
+from esper.simic.config import TrainingConfig
+
+
+def test_anomaly_thresholds_in_config():
+    """TrainingConfig should include anomaly detection thresholds."""
+    from esper.simic.config import TrainingConfig
+
+    config = TrainingConfig()
+
+    # Should have configurable thresholds
+    assert hasattr(config, 'anomaly_max_ratio_threshold')
+    assert hasattr(config, 'anomaly_min_ratio_threshold')
+    assert hasattr(config, 'anomaly_min_explained_variance')
+
+    # Default explained_variance should be 0.1 (existing behavior)
+    assert config.anomaly_min_explained_variance == 0.1
+
+    # Should be able to override (0.3 = more sensitive to value collapse)
+    sensitive_config = TrainingConfig(anomaly_min_explained_variance=0.3)
+    assert sensitive_config.anomaly_min_explained_variance == 0.3
+
+
+class TestHyperparameterValidation:
+    """Test that invalid hyperparameters raise clear errors."""
+
+    def test_gamma_must_be_in_range(self):
+        """Gamma must be in (0, 1]."""
+        with pytest.raises(ValueError, match="gamma"):
+            TrainingConfig(gamma=1.5)
+        with pytest.raises(ValueError, match="gamma"):
+            TrainingConfig(gamma=0.0)
+        with pytest.raises(ValueError, match="gamma"):
+            TrainingConfig(gamma=-0.1)
+        # Valid edge case
+        TrainingConfig(gamma=1.0)  # Should not raise
+        TrainingConfig(gamma=0.001)  # Should not raise
+
+    def test_clip_ratio_must_be_positive(self):
+        """Clip ratio must be > 0."""
+        with pytest.raises(ValueError, match="clip_ratio"):
+            TrainingConfig(clip_ratio=0.0)
+        with pytest.raises(ValueError, match="clip_ratio"):
+            TrainingConfig(clip_ratio=-0.1)
+
+    def test_lr_must_be_positive(self):
+        """Learning rate must be > 0."""
+        with pytest.raises(ValueError, match="lr"):
+            TrainingConfig(lr=0.0)
+        with pytest.raises(ValueError, match="lr"):
+            TrainingConfig(lr=-1e-4)
+
+    def test_entropy_coef_must_be_non_negative(self):
+        """Entropy coefficient must be >= 0."""
+        with pytest.raises(ValueError, match="entropy_coef"):
+            TrainingConfig(entropy_coef=-0.1)
+        # Zero is valid (no entropy bonus)
+        TrainingConfig(entropy_coef=0.0)  # Should not raise
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("gae_lambda", 1.2, r"gae_lambda must be in \[0, 1\]"),
+    ("value_coef", -1.0, r"value_coef must be in \[0, inf\)"),
+    ("max_grad_norm", 0.0, r"max_grad_norm must be in \(0, inf\)"),
+    ("target_kl", -0.01, r"target_kl must be in \(0, inf\)"),
+    ("weight_decay", -1e-3, r"weight_decay must be in \[0, inf\)"),
+    ("entropy_coef_min", -0.01, r"entropy_coef_min"),
+    ("entropy_coef_start", -0.5, r"entropy_coef_start"),
+    ("entropy_anneal_steps", -1, r"entropy_anneal_steps must be an integer in \[0, inf\)"),
+    ("n_epochs", 0, r"n_epochs must be an integer in \[1, inf\)"),
+    ("batch_size", 3.5, r"batch_size"),
+    ("hidden_dim", 0, r"hidden_dim"),
+    ("lstm_hidden_dim", -4, r"lstm_hidden_dim"),
+    ("n_envs", 0, r"n_envs"),
+    ("max_epochs", 0, r"max_epochs"),
+    ("anomaly_max_ratio_threshold", 0.5, r"anomaly_max_ratio_threshold must be in \(1, inf\)"),
+    ("anomaly_min_ratio_threshold", 1.5, r"anomaly_min_ratio_threshold must be in \(0, 1\)"),
+    ("anomaly_min_explained_variance", 2.0, r"anomaly_min_explained_variance must be in \[-1, 1\]"),
+    ("recurrent", "yes", r"recurrent must be True or False"),
+    ("lr", float("nan"), r"lr must be in \(0, 1\]"),
+])
+def test_every_range_is_checked_and_named(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        TrainingConfig(**{field: value})
+
+
+def test_error_message_reports_the_bad_value():
+    with pytest.raises(ValueError, match=r"\(got 1.5\)"):
+        TrainingConfig(gamma=1.5)
+
+
+def test_slots_and_kwargs_round_trip():
+    from esper.simic.anomaly_detector import AnomalyDetector
+    from esper.simic.ppo import PPOAgent
+    cfg = TrainingConfig(entropy_coef_start=0.2, entropy_coef_end=0.01, entropy_anneal_steps=50, weight_decay=0.01,
+                         hidden_dim=32, anomaly_max_ratio_threshold=3.0)
+    assert not hasattr(cfg, "__dict__")
+    agent = PPOAgent(state_dim=5, action_dim=3, device="cpu", **cfg.to_ppo_kwargs(),
+                     anomaly_detector=AnomalyDetector(**cfg.to_anomaly_kwargs()))
+    assert agent.get_entropy_coef() == 0.2
+    assert agent.anomaly_detector.max_ratio_threshold == 3.0
+    assert isinstance(agent.optimizer, __import__("torch").optim.AdamW)
+
+
+def test_agent_constructor_validates_too():
+    from esper.simic.ppo import PPOAgent
+    with pytest.raises(ValueError, match="clip_ratio"):
+        PPOAgent(state_dim=4, action_dim=2, clip_ratio=0.0)
+    with pytest.raises(ValueError, match="HEAD_NAMES"):
+        PPOAgent(state_dim=4, action_dim={"slot": 2, "op": 5})

@@ -1,0 +1,66 @@
+"""Tests for Simic policy networks (seed 001 Task 8 plus shape/init checks)."""
+import math
+
+import torch
+import torch.nn as nn
+
+from esper.leyline import HEAD_NAMES, factored_head_sizes
+
+
+def test_recurrent_actor_critic_has_layernorm():
+    """RecurrentActorCritic should have LayerNorm on LSTM output."""
+    import torch.nn as nn
+    from esper.simic.networks import RecurrentActorCritic
+
+    network = RecurrentActorCritic(state_dim=10, action_dim=4)
+
+    # Should have lstm_ln attribute
+    assert hasattr(network, 'lstm_ln'), "RecurrentActorCritic should have lstm_ln"
+    assert isinstance(network.lstm_ln, nn.LayerNorm), "lstm_ln should be LayerNorm"
+
+    # LayerNorm should match LSTM hidden dim
+    assert network.lstm_ln.normalized_shape[0] == network.lstm_hidden_dim
+
+
+def test_layernorm_is_applied_to_lstm_output():
+    """The heads read normalised LSTM output: scaling the LSTM's output weights changes nothing downstream."""
+    from esper.simic.networks import RecurrentActorCritic
+    torch.manual_seed(0)
+    net = RecurrentActorCritic(state_dim=6, action_dim=3, hidden_dim=16, lstm_hidden_dim=8)
+    x = torch.randn(2, 5, 6)
+    seen = {}
+    net.lstm_ln.register_forward_hook(lambda m, i, o: seen.setdefault("out", o))
+    net(x)
+    out = seen["out"]
+    assert torch.allclose(out.mean(-1), torch.zeros(2, 5), atol=1e-5)
+
+
+def test_orthogonal_init_gains():
+    from esper.simic.networks import ActorCritic
+    torch.manual_seed(0)
+    net = ActorCritic(state_dim=8, action_dim=5, hidden_dim=64)
+    w = net.shared[0].weight  # [64, 8]: orthogonal columns scaled by sqrt(2)
+    assert torch.allclose(w.T @ w, 2.0 * torch.eye(8), atol=1e-4)
+    head = net.actor.heads["action"].weight
+    assert head.abs().max() < 0.05  # policy output gain 0.01: near-uniform initial policy
+    assert all(torch.count_nonzero(m.bias) == 0 for m in net.modules() if isinstance(m, nn.Linear))
+
+
+def test_factored_network_heads_and_groups():
+    from esper.simic.networks import FactoredActorCritic
+    net = FactoredActorCritic(state_dim=12, head_sizes=factored_head_sizes(2), hidden_dim=32)
+    logits, values = net(torch.randn(3, 12))
+    assert tuple(logits) == HEAD_NAMES
+    assert [logits[k].shape[-1] for k in HEAD_NAMES] == [2, 5, 3, 5]
+    groups = net.parameter_groups()
+    assert set(groups) == {"actor", "shared", "critic"}
+    ids = [id(p) for g in groups.values() for p in g]
+    assert len(ids) == len(set(ids)) == len(list(net.parameters()))
+
+
+def test_recurrent_parameter_groups_cover_lstm():
+    from esper.simic.networks import RecurrentActorCritic
+    net = RecurrentActorCritic(state_dim=4, action_dim=factored_head_sizes(1), hidden_dim=8, lstm_hidden_dim=8)
+    shared = {id(p) for p in net.parameter_groups()["shared"]}
+    assert all(id(p) in shared for p in net.lstm.parameters())
+    assert all(id(p) in shared for p in net.lstm_ln.parameters())
