@@ -47,12 +47,8 @@ lab: $(STAMP)
 # Offline HTML preview of every notebook (Quarto, which builds the published site, is not needed).
 # EXECUTE=1 re-runs the notebooks while rendering; by default their saved outputs are shown.
 docs: $(STAMP)
-	rm -rf _preview && mkdir -p _preview
-	cd nbs && for nb in $$(find . -name '*.ipynb' -not -path '*/.ipynb_checkpoints/*' | sort); do \
-		d=../_preview/$$(dirname $$nb); mkdir -p $$d; \
-		../$(BIN)/jupyter nbconvert --log-level WARN --to html $(if $(EXECUTE),--execute,) --output-dir $$d $$nb || exit 1; \
-	done
-	$(BIN)/python .ci/preview_index.py _preview nbs
+	rm -rf _preview
+	$(BIN)/python .ci/docs_preview.py nbs _preview $(if $(EXECUTE),--execute,)
 	@echo "open _preview/index.html in a browser"
 
 # README.md is generated from nbs/index.ipynb (nbdev_readme needs Quarto, which these machines lack).
