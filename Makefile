@@ -7,8 +7,11 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.esper-installed
-RUN_DIR ?= runs/baseline
-EPOCHS ?= 30
+# The main job: PPO-Tamiyo on the impaired MNIST-1D host, then a comparison on held-out seeds.
+PPO_EPISODES ?= 160
+PPO_FLAGS ?= --vectorized --n-envs 4 --max-epochs 15 --max-batches 30 \
+	--entropy-coef-start 0.05 --entropy-coef-end 0.01 --entropy-anneal-episodes 120 --seed 0
+EVAL_SEEDS ?= 1000 1001 1002
 
 .PHONY: install run test check-export nbdev-test pytest lab docs readme export
 
@@ -19,8 +22,16 @@ $(STAMP): setup.py settings.ini .ci/constraints.txt
 
 install: $(STAMP)
 
+# One torch thread: the hosts are tiny, and extra threads only contend for the two cores.
 run: $(STAMP)
-	$(BIN)/esper-train baseline --task mnist1d --epochs $(EPOCHS) --seed 0 --out $(RUN_DIR)
+	OMP_NUM_THREADS=1 $(BIN)/esper-train ppo $(PPO_FLAGS) --n-episodes $(PPO_EPISODES) \
+		--save runs/ppo/agent.pt --telemetry-dir runs/ppo/telemetry
+	OMP_NUM_THREADS=1 $(BIN)/esper-train compare --checkpoint runs/ppo/agent.pt --seeds $(EVAL_SEEDS) \
+		--max-epochs 15 --max-batches 30 --out runs/compare
+	@echo ""
+	@echo "PPO checkpoint and per-batch history: runs/ppo/agent.pt, runs/ppo/agent.pt.history.json"
+	@echo "telemetry: runs/ppo/telemetry/events.jsonl; TensorBoard: .venv/bin/tensorboard --logdir runs/ppo/telemetry"
+	@echo "comparison: runs/compare/comparison.md (table), runs/compare/comparison.png (accuracy vs parameters)"
 
 # The notebooks are the source: exporting and cleaning them must not change any tracked file.
 check-export: $(STAMP)

@@ -12,7 +12,7 @@ import sys
 
 # %% ../../nbs/cli/00_cli.ipynb #ae427489
 #: Subcommand modules of `esper.cli`, in the order `--help` lists them.
-SUBCOMMANDS: tuple[str, ...] = ("baseline", "heuristic", "compare")
+SUBCOMMANDS: tuple[str, ...] = ("baseline", "heuristic", "ppo", "compare")
 
 class OneLineParser(argparse.ArgumentParser):
     "An ArgumentParser whose errors are a single line on stderr (exit status 2)."

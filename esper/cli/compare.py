@@ -21,7 +21,7 @@ from ..tamiyo.baselines import RandomTamiyo, StaticTamiyo
 from ..tamiyo.episode import EpisodeConfig, run_episode
 from ..tamiyo.heuristic import HeuristicTamiyo
 
-# %% ../../nbs/cli/04_compare.ipynb #44899cfd
+# %% ../../nbs/cli/04_compare.ipynb #bf32271e
 CONTROLLERS = ("static", "random", "heuristic", "ppo")
 
 def make_controller(
@@ -77,7 +77,7 @@ def plot_comparison(results: dict[str, list[dict[str, Any]]], title: str=""):
         ax.scatter(x, y, color=f"C{i}", alpha=.6, label=name)
         ax.scatter([statistics.fmean(x)], [statistics.fmean(y)], color=f"C{i}", marker="X", s=140, edgecolor="k")
     ax.set(xlabel="parameters added by seeds", ylabel="final validation accuracy (%)", title=title)
-    ax.grid(alpha=.3); ax.legend()
+    ax.grid(alpha=.3); ax.legend(loc="lower right")
     fig.tight_layout()
     return fig
 
@@ -122,7 +122,7 @@ def run_comparison(
         fig = plot_comparison(results, title); fig.savefig(out / "comparison.png", dpi=100); matplotlib.pyplot.close(fig)
     return {"rows": rows, "episodes": results, "table": table}
 
-# %% ../../nbs/cli/04_compare.ipynb #9cd139a4
+# %% ../../nbs/cli/04_compare.ipynb #2b141ccf
 def add_parser(subparsers) -> None:
     "Register `esper-train compare`."
     p = subparsers.add_parser("compare", help="compare static, random, heuristic and PPO controllers on the same seeds",
@@ -134,6 +134,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--checkpoint", default=None, help="PPO checkpoint written by `esper-train ppo --save`")
     p.add_argument("--seeds", type=nonneg_int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
     p.add_argument("--max-epochs", type=positive_int, default=20, help="epochs per episode (default: 20)")
+    p.add_argument("--max-batches", type=positive_int, default=None,
+                   help="cap training batches per epoch (use the value the PPO policy was trained with)")
     p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     p.add_argument("--data-dir", default=None, help="dataset folder (default: $ESPER_DATA_DIR or ~/.cache/esper)")
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
@@ -144,7 +146,7 @@ def run(args) -> int:
     controllers = tuple(args.controllers or (("static", "random", "heuristic") + (("ppo",) if args.checkpoint else ())))
     try:
         res = run_comparison(args.task, controllers, tuple(args.seeds), args.max_epochs, args.checkpoint, args.out,
-                             args.host, args.device, args.data_dir)
+                             args.host, args.device, args.data_dir, args.max_batches)
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"esper-train compare: error: {e}", file=sys.stderr); return 1
     print(res["table"])

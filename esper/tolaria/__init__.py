@@ -5,11 +5,13 @@
 # %% auto #0
 __all__ = []
 
-# %% ../../nbs/tolaria/01_tolaria.ipynb #b2ae5e4c
+# %% ../../nbs/tolaria/01_tolaria.ipynb #fde139ca
 from .trainer import EpochMetrics, resolve_device, seed_everything, train_epoch, validate, make_sgd
 from .governor import (EpochRunner, TRAINABLE_SEED_STAGES, TolariaGovernor, GovernorVerdict,
                                    GovernorError)
+from .gradients import SeedGradientCollector, materialize_grad_stats
 
-# %% ../../nbs/tolaria/01_tolaria.ipynb #b4a6b161
+# %% ../../nbs/tolaria/01_tolaria.ipynb #28074338
 __all__ = ["EpochMetrics", "resolve_device", "seed_everything", "train_epoch", "validate", "make_sgd",
-           "EpochRunner", "TRAINABLE_SEED_STAGES", "TolariaGovernor", "GovernorVerdict", "GovernorError"]
+           "EpochRunner", "TRAINABLE_SEED_STAGES", "TolariaGovernor", "GovernorVerdict", "GovernorError",
+           "SeedGradientCollector", "materialize_grad_stats"]

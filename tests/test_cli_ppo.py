@@ -1,0 +1,62 @@
+"""`esper-train ppo`: every seed 000 flag, the annealing line, a short run that saves and resumes."""
+import json
+
+import pytest
+
+from esper.cli import build_parser, main
+
+SEED_FLAGS = ("--vectorized", "--n-envs", "--n-episodes", "--episodes", "--max-epochs", "--devices", "--entropy-coef",
+              "--entropy-coef-start", "--entropy-coef-end", "--entropy-anneal-episodes", "--lr", "--clip-ratio",
+              "--gamma", "--save", "--resume", "--recurrent", "--factored", "--telemetry-dir", "--telemetry-level",
+              "--seed", "--task", "--update-every")
+
+
+def test_help_lists_every_seed_flag(capsys):
+    with pytest.raises(SystemExit) as e: main(["ppo", "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    missing = [f for f in SEED_FLAGS if f not in out]
+    assert not missing, missing
+
+
+def test_ppo_is_a_subcommand():
+    assert "ppo" in build_parser().format_help()
+
+
+def test_annealing_line_and_a_short_vectorized_run(tmp_path, capsys):
+    save = tmp_path / "agent.pt"
+    rc = main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "2", "--max-epochs", "2", "--max-batches", "2",
+               "--entropy-coef-start", "0.2", "--entropy-coef-end", "0.01", "--entropy-anneal-episodes", "4",
+               "--devices", "cpu", "--save", str(save), "--telemetry-dir", str(tmp_path / "tel")])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "Entropy annealing: 0.2 -> 0.01 over 4 episodes" in out.out.splitlines()[0]
+    assert "batch 1:" in out.out and "explained_var" in out.out and "entropy_coef 0.2000" in out.out
+    hist = json.loads((tmp_path / "agent.pt.history.json").read_text())
+    assert len(hist) == 1 and hist[0]["entropy_coef"] == 0.2
+    assert (tmp_path / "tel" / "events.jsonl").stat().st_size > 0
+    rc = main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "4", "--max-epochs", "2", "--max-batches", "2",
+               "--entropy-coef-start", "0.2", "--entropy-coef-end", "0.01", "--entropy-anneal-episodes", "4",
+               "--save", str(save), "--resume", str(save), "--no-progress"])
+    assert rc == 0
+    hist = json.loads((tmp_path / "agent.pt.history.json").read_text())
+    assert [h["batch"] for h in hist] == [1, 2] and hist[1]["entropy_coef"] == pytest.approx(0.105)  # step 1 of 2
+
+
+def test_fixed_coefficient_line_single_env(capsys):
+    rc = main(["ppo", "--n-episodes", "1", "--update-every", "1", "--max-epochs", "2", "--max-batches", "1",
+               "--entropy-coef", "0.05", "--no-progress"])
+    assert rc == 0
+    assert capsys.readouterr().out.splitlines()[0] == "Entropy coef: 0.05 (fixed)"
+
+
+def test_bad_values_are_one_line_errors(capsys, tmp_path):
+    with pytest.raises(SystemExit) as e: main(["ppo", "--n-envs", "0"])
+    assert e.value.code == 2 and "--n-envs" in capsys.readouterr().err
+    with pytest.raises(SystemExit): main(["ppo", "--gamma", "1.5"])
+    assert "gamma" in capsys.readouterr().err
+    rc = main(["ppo", "--max-epochs", "1", "--n-episodes", "1", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "max_epochs must be >= 2" in err and len(err.strip().splitlines()) == 1
+    rc = main(["ppo", "--resume", str(tmp_path / "nope.pt"), "--n-episodes", "1", "--max-epochs", "2", "--no-progress"])
+    assert rc == 1
