@@ -124,7 +124,8 @@ def test_masks_respected(factored):
     assert len(spy.decisions) == 3 * 7
     for d in spy.decisions:
         if factored:
-            for k, m in d.mask.items(): assert m[d.action[k]], (k, d.action, m)
+            for k in HEAD_NAMES: assert d.mask[k][d.action[k]], (k, d.action, d.mask)
+            assert d.mask["op|slot"][d.action["slot"], d.action["op"]], (d.action, d.mask)  # legal for that slot
         else:
             assert d.mask[d.action], (d.action, d.mask)
             assert d.mask.sum() < len(d.mask)                      # masks actually mask something

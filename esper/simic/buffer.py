@@ -37,7 +37,7 @@ def compute_gae(
     advantages = torch.tensor(adv, dtype=torch.float32)
     return advantages, advantages + torch.tensor(values, dtype=torch.float32)
 
-# %% ../../nbs/simic/03_buffer.ipynb #cd2597de
+# %% ../../nbs/simic/03_buffer.ipynb #19b1c647
 @dataclass
 class RolloutBuffer:
     "On-policy storage of one environment's rollout, in step order."
@@ -70,11 +70,14 @@ class RolloutBuffer:
         return compute_gae(self.rewards, self.values, self.dones, last_value, gamma, gae_lambda,
                            self.truncated, self.bootstrap_values)
 
-    def tensors(self, head_sizes: dict[str, int], device) -> dict:
-        "Stack the rollout: states `[T, D]`, per-head actions `[T]` and masks `[T, n]`, old log-probs and values `[T]`."
+    def tensors(self, head_sizes: dict[str, int], device,
+                mask_shapes: dict[str, tuple[int, ...]]|None=None) -> dict:
+        "Stack the rollout: states `[T, D]`, per-head actions `[T]` and masks `[T, *shape]`, old log-probs and values `[T]`."
+        shapes = mask_shapes or {k: (n,) for k, n in head_sizes.items()}
         masks = None if all(m is None for m in self.masks) else {}  # no masks stored: the update skips masking
-        for k, n in (head_sizes.items() if masks is not None else ()):
-            rows = [torch.ones(n, dtype=torch.bool, device=device) if m is None else m[k].reshape(n).bool().to(device) for m in self.masks]
+        for k, shape in (shapes.items() if masks is not None else ()):  # a missing entry allows everything
+            rows = [torch.ones(shape, dtype=torch.bool, device=device) if m is None or k not in m
+                    else m[k].reshape(shape).bool().to(device) for m in self.masks]
             masks[k] = torch.stack(rows)
         return {"states": torch.stack([torch.as_tensor(s, dtype=torch.float32).reshape(-1) for s in self.states]).to(device),
                 "actions": {k: torch.tensor([a[k] for a in self.actions], dtype=torch.long, device=device) for k in head_sizes},
@@ -82,7 +85,7 @@ class RolloutBuffer:
                 "log_probs": torch.tensor(self.log_probs, dtype=torch.float32, device=device),
                 "values": torch.tensor(self.values, dtype=torch.float32, device=device)}
 
-# %% ../../nbs/simic/03_buffer.ipynb #673fa5fa
+# %% ../../nbs/simic/03_buffer.ipynb #a2677d7c
 @dataclass
 class MultiEnvRolloutBuffer:
     "One ordered `RolloutBuffer` per environment."
@@ -106,16 +109,18 @@ class MultiEnvRolloutBuffer:
                  for e, b in self.envs.items()]
         return torch.cat([a for a, _ in parts]), torch.cat([r for _, r in parts])
 
-    def tensors(self, head_sizes: dict[str, int], device) -> dict:
+    def tensors(self, head_sizes: dict[str, int], device,
+                mask_shapes: dict[str, tuple[int, ...]]|None=None) -> dict:
         "Every env's `RolloutBuffer.tensors`, concatenated in env order."
-        parts = [b.tensors(head_sizes, device) for b in self.envs.values()]
+        shapes = mask_shapes or {k: (n,) for k, n in head_sizes.items()}
+        parts = [b.tensors(head_sizes, device, shapes) for b in self.envs.values()]
         cat = lambda key: torch.cat([p[key] for p in parts])
         return {"states": cat("states"), "log_probs": cat("log_probs"), "values": cat("values"),
                 "actions": {k: torch.cat([p["actions"][k] for p in parts]) for k in head_sizes},
                 "masks": None if all(p["masks"] is None for p in parts) else
                          {k: torch.cat([p["masks"][k] if p["masks"] is not None else
-                                        torch.ones(len(p["log_probs"]), n, dtype=torch.bool, device=device)
-                                        for p in parts]) for k, n in head_sizes.items()}}
+                                        torch.ones(len(p["log_probs"]), *shape, dtype=torch.bool, device=device)
+                                        for p in parts]) for k, shape in shapes.items()}}
 
     def episodes(self) -> list[tuple[int, int, int, bool]]:
         "`(env_id, start, end, continues_from_stored_hidden)` per episode piece; offsets index the concatenation."

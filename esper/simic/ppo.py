@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['logger', 'ppo_loss', 'PPOAgent', 'value_diagnostics', 'UpdateStats']
 
-# %% ../../nbs/simic/08_ppo.ipynb #dfc353bd
+# %% ../../nbs/simic/08_ppo.ipynb #1aaa03bd
 import logging
 import math
 import warnings
@@ -18,7 +18,7 @@ from .anomaly_detector import AnomalyDetector
 from .buffer import MultiEnvRolloutBuffer
 from .config import TrainingConfig
 from .networks import (ActorCritic, FactoredActorCritic, RecurrentActorCritic, FLAT_HEAD,
-                                  check_masks, evaluate_heads, head_sizes_of, sample_heads)
+                                  check_masks, evaluate_heads, head_sizes_of, mask_shapes_of, sample_heads)
 from .types import PPOUpdateMetrics
 
 logger = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def ppo_loss(
             "ratio_min": ratio.detach().min(), "finite": torch.isfinite(ratio).all() & torch.isfinite(loss.detach()),
             **{f"head_entropy/{k}": h.detach().mean() for k, h in head_entropies.items()}}
 
-# %% ../../nbs/simic/08_ppo.ipynb #6a9c7d08
+# %% ../../nbs/simic/08_ppo.ipynb #c06fb897
 _SCHEDULE_FIELDS = ("entropy_coef", "entropy_coef_start", "entropy_coef_end", "entropy_anneal_steps",
                     "entropy_coef_min", "adaptive_entropy_floor")
 
@@ -85,6 +85,7 @@ class PPOAgent:
         self.state_dim, self.head_sizes = state_dim, head_sizes_of(action_dim)
         self.action_dim = action_dim if isinstance(action_dim, int) else dict(self.head_sizes)
         self.factored, self.recurrent = FLAT_HEAD not in self.head_sizes, recurrent
+        self.mask_shapes = mask_shapes_of(self.head_sizes)  # per head, plus `op|slot` when factored
         self.gamma, self.gae_lambda, self.clip_ratio, self.clip_value = gamma, gae_lambda, clip_ratio, clip_value
         self.value_coef, self.max_grad_norm, self.n_epochs, self.batch_size = value_coef, max_grad_norm, n_epochs, batch_size
         self.target_kl, self.weight_decay, self.lr, self.hidden_dim, self.lstm_hidden_dim = target_kl, weight_decay, lr, hidden_dim, lstm_hidden_dim
@@ -131,12 +132,13 @@ class PPOAgent:
         return x
 
     def _as_masks(self, masks, batch: int) -> dict[str, torch.Tensor]|None:
-        "Masks as a dict of `[batch, n]` bool tensors on the agent's device."
+        "Masks as a dict of `[batch, *shape]` bool tensors on the agent's device (every head; `op|slot` if given)."
         if masks is None: return None
         if not isinstance(masks, dict):
             if self.factored: raise ValueError(f"a factored agent needs a dict of masks keyed by {tuple(self.head_sizes)}")
             masks = {FLAT_HEAD: masks}
-        return {k: torch.as_tensor(masks[k], device=self.device).bool().reshape(batch, n) for k, n in self.head_sizes.items()}
+        return {k: torch.as_tensor(masks[k], device=self.device).bool().reshape(batch, *shape)
+                for k, shape in self.mask_shapes.items() if k in self.head_sizes or k in masks}
 
     def _as_action(self, action) -> dict[str, int]:
         if isinstance(action, dict): return {k: int(action[k]) for k in self.head_sizes}
@@ -240,7 +242,7 @@ class PPOAgent:
         "Per-head coefficient: a per-sample tensor with the adaptive floor, else one float (no kernel needed)."
         if not self.adaptive_entropy_floor or masks is None:
             return dict.fromkeys(self.head_sizes, self.get_entropy_coef())
-        return {k: self.entropy_schedule.coef_tensor(self.train_steps, m, batch, self.device) for k, m in masks.items()}
+        return {k: self.entropy_schedule.coef_tensor(self.train_steps, masks[k], batch, self.device) for k in self.head_sizes}
 
     def _debug(self) -> bool:
         tc = self.telemetry_config
@@ -252,7 +254,7 @@ class PPOAgent:
         if len(self.buffer) == 0:
             warnings.warn("update() called with an empty buffer: nothing to learn", RuntimeWarning); return {}
         # 1. rollout -> tensors, 2. GAE advantages and returns
-        b = self.buffer.tensors(self.head_sizes, self.device)
+        b = self.buffer.tensors(self.head_sizes, self.device, self.mask_shapes)
         advantages, returns = (t.to(self.device) for t in self.buffer.advantages(last_value, self.gamma, self.gae_lambda))
         metrics = value_diagnostics(b["values"], returns, advantages)
         n = len(advantages); mb_size = min(self.batch_size, n)

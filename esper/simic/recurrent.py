@@ -29,7 +29,7 @@ def recurrent_epochs(n_epochs: int|None) -> int:
                       "from stale hidden states); consider 1-2", RuntimeWarning)
     return n_epochs
 
-# %% ../../nbs/simic/09_recurrent.ipynb #4dc28bca
+# %% ../../nbs/simic/09_recurrent.ipynb #fae35f7b
 def _sequence_batch(agent, b: dict):
     "Index matrix `[P, L]` into the flat rollout, validity mask, and each piece's initial `(h, c)`."
     pieces = agent.buffer.episodes()
@@ -55,7 +55,7 @@ def update_recurrent(
     if len(agent.buffer) == 0:
         warnings.warn("update_recurrent() called with an empty buffer: nothing to learn", RuntimeWarning); return {}
     dev = agent.device
-    b = agent.buffer.tensors(agent.head_sizes, dev)
+    b = agent.buffer.tensors(agent.head_sizes, dev, agent.mask_shapes)
     advantages, returns = (t.to(dev) for t in agent.buffer.advantages(last_values, agent.gamma, agent.gae_lambda))
     metrics = value_diagnostics(b["values"], returns, advantages)
     idx, valid, (h0, c0) = _sequence_batch(agent, b)

@@ -76,7 +76,7 @@ def obs_to_base_features_tensor(
     out.copy_(torch.tensor(obs_to_base_features(obs, max_epochs), dtype=torch.float32), non_blocking=True)
     return out
 
-# %% ../../nbs/tamiyo/05_features.ipynb #44f92f55
+# %% ../../nbs/tamiyo/05_features.ipynb #113fea3b
 def ops_allowed(stage: SeedStage|int|None) -> list[bool]:
     "For one slot, whether each `LifecycleOp` is legal (indexed by op value); None = blocked slot."
     s = None if stage is None else SeedStage(stage)
@@ -120,4 +120,5 @@ def compute_action_mask(
     slot = [any(ok[1:]) for ok in per_slot]
     if not any(slot): slot = [True] * len(stages)
     return {"slot": torch.tensor(slot, device=device), "blueprint": torch.ones(sizes["blueprint"], dtype=torch.bool, device=device),
-            "blend": torch.ones(sizes["blend"], dtype=torch.bool, device=device), "op": torch.tensor(op, device=device)}
+            "blend": torch.ones(sizes["blend"], dtype=torch.bool, device=device), "op": torch.tensor(op, device=device),
+            "op|slot": torch.tensor(per_slot, dtype=torch.bool, device=device)}
