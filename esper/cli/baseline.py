@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['write_json_atomic', 'plot_learning_curve', 'run_baseline', 'add_parser', 'run']
 
-# %% ../../nbs/cli/01_baseline.ipynb #2c471768
+# %% ../../nbs/cli/01_baseline.ipynb #9e4c720b
 import json
 import os
 import sys
@@ -16,10 +16,10 @@ import matplotlib
 import torch
 from tqdm import tqdm
 
-from . import nonneg_int, positive_float, positive_int
+from . import add_task_arguments, add_telemetry_arguments, nonneg_int, positive_float, positive_int
 from ..leyline import TelemetryEvent
 from ..nissa import TelemetryHub, make_hub
-from ..tasks import HOST_PRESETS, TASK_NAMES, count_parameters, get_task
+from ..tasks import count_parameters, get_task
 from ..tolaria import make_sgd, resolve_device, seed_everything, train_epoch, validate
 
 # %% ../../nbs/cli/01_baseline.ipynb #78660e5a
@@ -100,25 +100,19 @@ def run_baseline(
         fig.savefig(out / "learning_curve.png", dpi=100); matplotlib.pyplot.close(fig)
     return summary
 
-# %% ../../nbs/cli/01_baseline.ipynb #adff0a8f
+# %% ../../nbs/cli/01_baseline.ipynb #ea1eb601
 def add_parser(subparsers) -> None:
     "Register `esper-train baseline`."
     p = subparsers.add_parser("baseline", help="train a static host (no seeds) and record its accuracy",
                               description="Train a static host with SGD; write summary.json and learning_curve.png.")
-    p.add_argument("--task", default="mnist1d", choices=TASK_NAMES, help="task (default: mnist1d, offline)")
-    p.add_argument("--host", default=None, choices=tuple(HOST_PRESETS), help="host preset (default: the task's default)")
+    add_task_arguments(p)
     p.add_argument("--epochs", type=positive_int, default=30, help="training epochs (default: 30)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default: 0)")
     p.add_argument("--out", default="runs/baseline", help="output folder (default: runs/baseline)")
     p.add_argument("--lr", type=positive_float, default=0.05, help="SGD learning rate (default: 0.05)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="batch size (default: 64)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
-    p.add_argument("--data-dir", default=None, help="dataset folder (default: $ESPER_DATA_DIR or ~/.cache/esper)")
-    p.add_argument("--download", action="store_true", help="download CIFAR-10 if it is missing")
     p.add_argument("--no-progress", action="store_true", help="no progress bar or per-epoch lines")
-    p.add_argument("--telemetry-dir", default=None, metavar="DIR", help="write telemetry (events.jsonl, tensorboard/) to DIR")
-    p.add_argument("--telemetry-level", default="normal", type=str.lower, choices=("off", "minimal", "normal", "debug"),
-                   help="telemetry level (default: normal)")
+    add_telemetry_arguments(p)
     p.set_defaults(run=run)
 
 def run(args) -> int:

@@ -6,7 +6,7 @@
 __all__ = ['CONTROLLERS', 'make_controller', 'summarize', 'markdown_table', 'plot_comparison', 'run_comparison', 'add_parser',
            'run']
 
-# %% ../../nbs/cli/04_compare.ipynb #4082ac56
+# %% ../../nbs/cli/04_compare.ipynb #b43aa7ee
 import statistics
 import sys
 from pathlib import Path
@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 import matplotlib
 
-from . import nonneg_int, positive_int
+from . import add_task_arguments, nonneg_int, positive_int
 from .baseline import write_json_atomic
-from ..tasks import HOST_PRESETS, TASK_NAMES, get_task
+from ..tasks import get_task
 from ..tamiyo.baselines import RandomTamiyo, StaticTamiyo
 from ..tamiyo.episode import EpisodeConfig, run_episode
 from ..tamiyo.heuristic import HeuristicTamiyo
@@ -122,13 +122,12 @@ def run_comparison(
         fig = plot_comparison(results, title); fig.savefig(out / "comparison.png", dpi=100); matplotlib.pyplot.close(fig)
     return {"rows": rows, "episodes": results, "table": table}
 
-# %% ../../nbs/cli/04_compare.ipynb #2b141ccf
+# %% ../../nbs/cli/04_compare.ipynb #a7899598
 def add_parser(subparsers) -> None:
     "Register `esper-train compare`."
     p = subparsers.add_parser("compare", help="compare static, random, heuristic and PPO controllers on the same seeds",
                               description="Run controllers on the same task and seeds; write comparison.md/.json/.png.")
-    p.add_argument("--task", default="mnist1d", choices=TASK_NAMES, help="task (default: mnist1d)")
-    p.add_argument("--host", default=None, choices=tuple(HOST_PRESETS), help="host preset (default: the task's)")
+    add_task_arguments(p, device="cpu", download=False)
     p.add_argument("--controllers", nargs="+", default=None, choices=CONTROLLERS,
                    help="controllers to run (default: static random heuristic, plus ppo when --checkpoint is given)")
     p.add_argument("--checkpoint", default=None, help="PPO checkpoint written by `esper-train ppo --save`")
@@ -136,8 +135,6 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-epochs", type=positive_int, default=20, help="epochs per episode (default: 20)")
     p.add_argument("--max-batches", type=positive_int, default=None,
                    help="cap training batches per epoch (use the value the PPO policy was trained with)")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
-    p.add_argument("--data-dir", default=None, help="dataset folder (default: $ESPER_DATA_DIR or ~/.cache/esper)")
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
     p.set_defaults(run=run)
 

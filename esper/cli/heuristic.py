@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['run_heuristic', 'add_parser', 'run']
 
-# %% ../../nbs/cli/02_heuristic.ipynb #005d7d18
+# %% ../../nbs/cli/02_heuristic.ipynb #06c07c33
 import statistics
 import sys
 from pathlib import Path
@@ -13,12 +13,12 @@ from pathlib import Path
 import matplotlib
 import torch
 
-from . import nonneg_int, positive_float, positive_int
+from . import add_task_arguments, add_telemetry_arguments, nonneg_int, positive_float, positive_int
 from .baseline import write_json_atomic
 from ..leyline import TelemetryEvent, LIFECYCLE_EVENTS
 from ..nissa import TelemetryHub, make_hub
 from ..nissa.reading import plot_lifecycle_timeline
-from ..tasks import HOST_PRESETS, TASK_NAMES, get_task
+from ..tasks import get_task
 from ..tamiyo.episode import EpisodeConfig, run_episode
 from ..tamiyo.heuristic import HeuristicTamiyo
 
@@ -80,13 +80,12 @@ def run_heuristic(
             fig.savefig(out / "timeline.png", dpi=100); matplotlib.pyplot.close(fig)
     return summary
 
-# %% ../../nbs/cli/02_heuristic.ipynb #5932324f
+# %% ../../nbs/cli/02_heuristic.ipynb #0a0a95b5
 def add_parser(subparsers) -> None:
     "Register `esper-train heuristic`."
     p = subparsers.add_parser("heuristic", help="grow hosts with the heuristic controller",
                               description="Run episodes with HeuristicTamiyo; write summary.json and timeline.png.")
-    p.add_argument("--task", default="mnist1d", choices=TASK_NAMES, help="task (default: mnist1d, offline)")
-    p.add_argument("--host", default=None, choices=tuple(HOST_PRESETS), help="host preset (default: the task's default)")
+    add_task_arguments(p)
     p.add_argument("--episodes", type=positive_int, default=1, help="episodes (default: 1)")
     p.add_argument("--max-epochs", type=positive_int, default=30, help="epochs per episode (default: 30)")
     p.add_argument("--slots", nargs="+", default=None, metavar="SLOT", help="slots to enable, e.g. block1 block2 (default: all)")
@@ -95,13 +94,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--host-lr", type=positive_float, default=0.01, help="host SGD learning rate (default: 0.01)")
     p.add_argument("--seed-lr", type=positive_float, default=0.05, help="seed SGD learning rate (default: 0.05)")
     p.add_argument("--blend-epochs", type=positive_int, default=5, help="epochs of the alpha ramp (default: 5)")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default: auto)")
-    p.add_argument("--data-dir", default=None, help="dataset folder (default: $ESPER_DATA_DIR or ~/.cache/esper)")
-    p.add_argument("--download", action="store_true", help="download CIFAR-10 if it is missing")
     p.add_argument("--no-progress", action="store_true", help="no per-episode lines")
-    p.add_argument("--telemetry-dir", default=None, metavar="DIR", help="write telemetry (events.jsonl, tensorboard/) to DIR")
-    p.add_argument("--telemetry-level", default="normal", type=str.lower, choices=("off", "minimal", "normal", "debug"),
-                   help="telemetry level (default: normal)")
+    add_telemetry_arguments(p)
     p.set_defaults(run=run)
 
 def run(args) -> int:

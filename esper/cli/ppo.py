@@ -5,14 +5,14 @@
 # %% auto #0
 __all__ = ['annealing_line', 'add_parser', 'run']
 
-# %% ../../nbs/cli/03_ppo.ipynb #31ac83ee
+# %% ../../nbs/cli/03_ppo.ipynb #aca7f428
 import json
 import os
 import sys
 import tempfile
 from pathlib import Path
 
-from . import nonneg_int, positive_float, positive_int
+from . import add_telemetry_arguments, nonneg_int, positive_float, positive_int
 from ..nissa import TelemetryHub, make_hub
 from ..tasks import HOST_PRESETS, TASK_NAMES
 
@@ -24,7 +24,7 @@ def annealing_line(entropy_coef: float, start: float|None, end: float|None, anne
     if anneal_episodes > 0: return f"Entropy annealing: {s.start} -> {s.end} over {anneal_episodes} episodes"
     return f"Entropy coef: {entropy_coef} (fixed)"
 
-# %% ../../nbs/cli/03_ppo.ipynb #2f23f3f1
+# %% ../../nbs/cli/03_ppo.ipynb #38be2411
 def _unit_float(s: str) -> float:
     v = positive_float(s)
     if v > 1: raise __import__("argparse").ArgumentTypeError(f"must be in (0, 1] (got {s})")
@@ -60,9 +60,7 @@ def add_parser(subparsers) -> None:
     a("--resume", default=None, metavar="PATH", help="continue the run saved in PATH")
     a("--recurrent", action="store_true", help="LSTM policy")
     a("--factored", action="store_true", help="factored action heads (slot, blueprint, blend, op)")
-    a("--telemetry-dir", default=None, metavar="DIR", help="write telemetry (events.jsonl, tensorboard/) to DIR")
-    a("--telemetry-level", default="normal", type=str.lower, choices=("off", "minimal", "normal", "debug"),
-      help="telemetry level (default: normal)")
+    add_telemetry_arguments(p)
     a("--seed", type=nonneg_int, default=0, help="run seed; episode k uses seed + k (default: 0)")
     a("--task", default="mnist1d", choices=TASK_NAMES, help="task (default: mnist1d, offline)")
     a("--host", default=None, choices=tuple(HOST_PRESETS), help="host preset (default: the task's)")

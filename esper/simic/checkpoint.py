@@ -18,7 +18,7 @@ import torch
 
 from .normalizers import RunningMeanStd, RewardNormalizer
 
-# %% ../../nbs/simic/10_checkpoint.ipynb #dd0ade53
+# %% ../../nbs/simic/10_checkpoint.ipynb #04ef9a0c
 CHECKPOINT_FORMAT: str = "esper.simic.PPOAgent"
 CHECKPOINT_VERSION: int = 1
 #: Fields that fix the architecture: a checkpoint loads only into an agent where they match.
@@ -32,14 +32,21 @@ def agent_config(agent) -> dict:
     "Constructor arguments that rebuild `agent` (architecture and hyperparameters)."
     return {k: getattr(agent, k) for k in (*ARCH_FIELDS, *HPARAM_FIELDS)}
 
-def save_agent(agent, path: str|os.PathLike) -> None:
-    "Write `agent`'s full training state to `path` atomically."
+def save_agent(
+    agent,                       # the PPOAgent
+    path: str|os.PathLike,       # where to write (parent folders are created)
+    extra: dict|None=None,       # more top-level entries (e.g. a trainer's state); may not replace the agent's
+) -> None:
+    "Write `agent`'s full training state (plus `extra`) to `path` atomically."
     path = Path(path)
     payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "config": agent_config(agent),
                "network_state_dict": agent.network.state_dict(), "optimizer_state_dict": agent.optimizer.state_dict(),
                "train_steps": agent.train_steps,
                "obs_normalizer": None if agent.obs_normalizer is None else agent.obs_normalizer.state_dict(),
                "reward_normalizer": None if agent.reward_normalizer is None else agent.reward_normalizer.state_dict()}
+    clash = set(extra or {}) & set(payload)
+    if clash: raise ValueError(f"extra checkpoint entries may not replace the agent's own: {sorted(clash)}")
+    payload.update(extra or {})
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:

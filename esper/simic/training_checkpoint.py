@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['capture_rng', 'restore_rng', 'save_training_checkpoint', 'load_training_checkpoint', 'check_resume_config']
 
-# %% ../../nbs/simic/27_checkpoint.ipynb #16dd7b8e
+# %% ../../nbs/simic/27_checkpoint.ipynb #f0b71d58
 import os
 import random
 import tempfile
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION, agent_config, read_checkpoint, load_agent
+from .checkpoint import read_checkpoint, load_agent, save_agent
 
 # %% ../../nbs/simic/27_checkpoint.ipynb #bb8ae94a
 def capture_rng() -> dict[str, Any]:
@@ -37,29 +37,14 @@ def restore_rng(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available(): torch.cuda.set_rng_state_all(state["cuda"])
 
-# %% ../../nbs/simic/27_checkpoint.ipynb #e64d44fb
+# %% ../../nbs/simic/27_checkpoint.ipynb #17f8d9fc
 def save_training_checkpoint(
     path: str|os.PathLike,   # where to write (parent folders are created)
     agent: Any,              # the PPOAgent
     trainer: dict[str, Any], # batches_done, history, config, rng ...
 ) -> None:
-    "Write agent + trainer state to `path` atomically (temp file, fsync, rename)."
-    path = Path(path)
-    payload = {"format": CHECKPOINT_FORMAT, "version": CHECKPOINT_VERSION, "config": agent_config(agent),
-               "network_state_dict": agent.network.state_dict(), "optimizer_state_dict": agent.optimizer.state_dict(),
-               "train_steps": agent.train_steps,
-               "obs_normalizer": None if agent.obs_normalizer is None else agent.obs_normalizer.state_dict(),
-               "reward_normalizer": None if agent.reward_normalizer is None else agent.reward_normalizer.state_dict(),
-               "trainer": trainer}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f); f.flush(); os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+    "Write agent + trainer state to `path` atomically (temp file, fsync, rename): an agent checkpoint with a `trainer` entry."
+    save_agent(agent, path, extra={"trainer": trainer})
 
 def load_training_checkpoint(
     path: str|os.PathLike, # a file written by `save_training_checkpoint`
