@@ -5,10 +5,11 @@
 # %% auto #0
 __all__ = ['write_json_atomic', 'plot_learning_curve', 'run_baseline', 'add_parser', 'run']
 
-# %% ../../nbs/cli/01_baseline.ipynb #9e4c720b
+# %% ../../nbs/cli/01_baseline.ipynb #7b6e5e01
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,11 +23,17 @@ from ..nissa import TelemetryHub, make_hub
 from ..tasks import count_parameters, get_task
 from ..tolaria import make_sgd, resolve_device, seed_everything, train_epoch, validate
 
-# %% ../../nbs/cli/01_baseline.ipynb #78660e5a
+# %% ../../nbs/cli/01_baseline.ipynb #5e50de62
 def write_json_atomic(path: Path|str, obj) -> None:
-    "Write JSON to `path` via a temporary file and an atomic rename."
-    path = Path(path); tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2)); os.replace(tmp, path)
+    "Write JSON to `path` via a temporary file in the same folder and an atomic rename (folders are created)."
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f: json.dump(obj, f, indent=2, default=str)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp): os.unlink(tmp)
+        raise
 
 def plot_learning_curve(history: list[dict], title: str=""):
     "Loss and accuracy per epoch, train and validation, as a matplotlib figure."

@@ -5,14 +5,13 @@
 # %% auto #0
 __all__ = ['annealing_line', 'add_parser', 'run']
 
-# %% ../../nbs/cli/03_ppo.ipynb #aca7f428
-import json
-import os
+# %% ../../nbs/cli/03_ppo.ipynb #059ba4e1
 import sys
 import tempfile
 from pathlib import Path
 
 from . import add_telemetry_arguments, nonneg_int, positive_float, positive_int
+from .baseline import write_json_atomic
 from ..nissa import TelemetryHub, make_hub
 from ..tasks import HOST_PRESETS, TASK_NAMES
 
@@ -24,7 +23,7 @@ def annealing_line(entropy_coef: float, start: float|None, end: float|None, anne
     if anneal_episodes > 0: return f"Entropy annealing: {s.start} -> {s.end} over {anneal_episodes} episodes"
     return f"Entropy coef: {entropy_coef} (fixed)"
 
-# %% ../../nbs/cli/03_ppo.ipynb #38be2411
+# %% ../../nbs/cli/03_ppo.ipynb #44e91b50
 def _unit_float(s: str) -> float:
     v = positive_float(s)
     if v > 1: raise __import__("argparse").ArgumentTypeError(f"must be in (0, 1] (got {s})")
@@ -46,6 +45,8 @@ def add_parser(subparsers) -> None:
     a("--n-episodes", "--episodes", dest="episodes", type=positive_int, default=100, help="episodes in total (default: 100)")
     a("--max-epochs", type=positive_int, default=25, help="epochs per episode, >= 2 (default: 25)")
     a("--update-every", type=positive_int, default=5, help="episodes per PPO update without --vectorized (default: 5)")
+    a("--normalize-rewards", action="store_true",
+      help="divide stored rewards by their running std (RewardNormalizer; saved and resumed with the agent)")
     a("--device", default="cpu", help="policy device: cpu, cuda or cuda:N (default: cpu)")
     a("--devices", nargs="+", default=None, metavar="DEV", help="env devices, round-robin (default: --device)")
     a("--entropy-coef", type=_nonneg_float, default=0.01, help="entropy coefficient when not annealing (default: 0.01)")
@@ -68,17 +69,12 @@ def add_parser(subparsers) -> None:
     a("--no-progress", action="store_true", help="no progress bar or per-batch lines")
     p.set_defaults(run=run)
 
-# %% ../../nbs/cli/03_ppo.ipynb #d815c049
-def _write_json_atomic(path: Path, obj) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f: json.dump(obj, f, indent=1, default=str)
-    os.replace(tmp, path)
-
+# %% ../../nbs/cli/03_ppo.ipynb #b2124f9b
 def run(args) -> int:
     "Run the PPO job from parsed arguments."
     from esper.simic.vectorized import train_ppo_vectorized   # simic is imported only when PPO is asked for
     from esper.simic.training import train_ppo
+    from esper.simic.normalizers import RewardNormalizer
     from esper.tamiyo.episode import EpisodeConfig
     print(annealing_line(args.entropy_coef, args.entropy_coef_start, args.entropy_coef_end, args.entropy_anneal_episodes), flush=True)
     hub = make_hub(args.telemetry_dir, args.telemetry_level, console=False) if args.telemetry_dir else TelemetryHub("off")
@@ -87,7 +83,8 @@ def run(args) -> int:
               entropy_coef_start=args.entropy_coef_start, entropy_coef_end=args.entropy_coef_end,
               entropy_anneal_episodes=args.entropy_anneal_episodes, factored=args.factored, recurrent=args.recurrent,
               seed=args.seed, save_path=args.save, resume=args.resume, checkpoint_every=args.checkpoint_every, hub=hub,
-              episode_config=EpisodeConfig(host=args.host, max_batches=args.max_batches), progress=not args.no_progress)
+              episode_config=EpisodeConfig(host=args.host, max_batches=args.max_batches), progress=not args.no_progress,
+              ppo_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else None)
     try:
         if args.vectorized: agent, hist = train_ppo_vectorized(n_envs=args.n_envs, devices=args.devices, **kw)
         else: agent, hist = train_ppo(update_every=args.update_every, **kw)
@@ -101,6 +98,6 @@ def run(args) -> int:
         print(f"done: {h['episodes']} episodes, {agent.train_steps} PPO updates; last batch accuracy {h['avg_accuracy']:.2f}%, "
               f"explained variance {h.get('explained_variance', float('nan')):.3f}, entropy per head: {ent}")
     if args.save:
-        _write_json_atomic(Path(str(args.save) + ".history.json"), hist)
+        write_json_atomic(Path(str(args.save) + ".history.json"), hist)
         print(f"wrote {args.save} and {args.save}.history.json")
     return 0

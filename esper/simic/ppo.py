@@ -52,7 +52,7 @@ def ppo_loss(
             "ratio_min": ratio.detach().min(), "finite": torch.isfinite(ratio).all() & torch.isfinite(loss.detach()),
             **{f"head_entropy/{k}": h.detach().mean() for k, h in head_entropies.items()}}
 
-# %% ../../nbs/simic/08_ppo.ipynb #c06fb897
+# %% ../../nbs/simic/08_ppo.ipynb #367aee91
 _SCHEDULE_FIELDS = ("entropy_coef", "entropy_coef_start", "entropy_coef_end", "entropy_anneal_steps",
                     "entropy_coef_min", "adaptive_entropy_floor")
 
@@ -208,6 +208,8 @@ class PPOAgent:
                                  "pass bootstrap_value= or final_state=")
             bootstrap_value = self.get_value(final_state, env_id)
         masks = self._as_masks(action_mask, 1)
+        if self.reward_normalizer is not None:  # scale by the running std of rewards (the raw reward keeps its meaning upstream)
+            reward = self.reward_normalizer.update_and_normalize(float(reward))
         return dict(state=self._as_states(state).detach().reshape(self.state_dim), action=self._as_action(action),
                     log_prob=float(log_prob), value=float(value), reward=float(reward), done=bool(done),
                     mask=None if masks is None else {k: m[0] for k, m in masks.items()},
