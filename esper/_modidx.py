@@ -784,4 +784,5 @@ d = { 'settings': { 'branch': 'main',
                                                                                   'esper/tolaria/trainer.py'),
                                        'esper.tolaria.trainer.train_epoch': ( 'tolaria/trainer.html#train_epoch',
                                                                               'esper/tolaria/trainer.py'),
+                                       'esper.tolaria.trainer.train_step': ('tolaria/trainer.html#train_step', 'esper/tolaria/trainer.py'),
                                        'esper.tolaria.trainer.validate': ('tolaria/trainer.html#validate', 'esper/tolaria/trainer.py')}}}

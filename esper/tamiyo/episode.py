@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['EpisodeGradientStats', 'EpisodeConfig', 'ActionResult', 'apply_action', 'EpisodeResult', 'Episode', 'run_episode']
 
-# %% ../../nbs/tamiyo/02_episode.ipynb #d281f947
+# %% ../../nbs/tamiyo/02_episode.ipynb #b173db68
 import contextlib
 import time
 from dataclasses import dataclass, field, asdict
@@ -16,7 +16,7 @@ import torch
 from ..leyline import (SeedStage, LifecycleOp, LIVE_STAGES, BLUEPRINTS, BlendAlgorithm, IllegalTransitionError,
                            TelemetryEvent, TelemetryEventType, DEFAULT_BLEND_EPOCHS, DEFAULT_EMBARGO_EPOCHS)
 from ..kasmina import MorphogeneticModel, GateConfig
-from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device
+from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
 from ..tolaria.gradients import SeedGradientCollector, SeedGradientStats, materialize_grad_stats
 from .signals import SignalTracker, TamiyoAction, Controller
 
@@ -101,7 +101,7 @@ def apply_action(
     except IllegalTransitionError as e:
         return ActionResult(False, str(e))
 
-# %% ../../nbs/tamiyo/02_episode.ipynb #e6658bd6
+# %% ../../nbs/tamiyo/02_episode.ipynb #235c61a2
 @dataclass
 class EpisodeResult:
     "Summary of one episode; accuracies in percent."
@@ -216,17 +216,11 @@ class Episode:
                    ) -> None:
         "One SGD step in this episode's stream; loss and correct counts accumulate on the device in that same stream."
         if not self._in_epoch: raise RuntimeError("train_batch called outside begin_epoch/end_epoch")
-        crit = self.runner.criterion or torch.nn.functional.cross_entropy
         with self._ctx():
-            xb, yb = xb.to(self.device, non_blocking=True), yb.to(self.device, non_blocking=True)
-            for opt in self._opts: opt.zero_grad(set_to_none=True)
-            out = self.model(xb)
-            loss = crit(out, yb)
-            loss.backward()
-            self.grads(self._batches)
-            for opt in self._opts: opt.step()
-            self._loss_sum += loss.detach() * len(yb)      # accumulated in the producing stream: no cross-stream race
-            self._correct += (out.detach().argmax(1) == yb).sum()
+            loss_sum, correct = train_step(self.model, xb, yb, self._opts, self.device, self.runner.criterion,
+                                           self.grads, self._batches)
+            self._loss_sum += loss_sum      # accumulated in the producing stream: no cross-stream race
+            self._correct += correct
         self._n += len(yb); self._batches += 1
 
     def end_epoch(self) -> dict[str, Any]:

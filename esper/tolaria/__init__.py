@@ -5,13 +5,13 @@
 # %% auto #0
 __all__ = []
 
-# %% ../../nbs/tolaria/01_tolaria.ipynb #fde139ca
-from .trainer import EpochMetrics, resolve_device, seed_everything, train_epoch, validate, make_sgd
+# %% ../../nbs/tolaria/01_tolaria.ipynb #23da97ec
+from .trainer import EpochMetrics, resolve_device, seed_everything, train_step, train_epoch, validate, make_sgd
 from .governor import (EpochRunner, TRAINABLE_SEED_STAGES, TolariaGovernor, GovernorVerdict,
                                    GovernorError)
 from .gradients import SeedGradientCollector, materialize_grad_stats
 
-# %% ../../nbs/tolaria/01_tolaria.ipynb #28074338
-__all__ = ["EpochMetrics", "resolve_device", "seed_everything", "train_epoch", "validate", "make_sgd",
+# %% ../../nbs/tolaria/01_tolaria.ipynb #37a264de
+__all__ = ["EpochMetrics", "resolve_device", "seed_everything", "train_step", "train_epoch", "validate", "make_sgd",
            "EpochRunner", "TRAINABLE_SEED_STAGES", "TolariaGovernor", "GovernorVerdict", "GovernorError",
            "SeedGradientCollector", "materialize_grad_stats"]
