@@ -9,11 +9,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.esper-installed
 # The main job: PPO-Tamiyo on the impaired MNIST-1D host, then a comparison on held-out seeds.
 PPO_EPISODES ?= 160
-PPO_FLAGS ?= --vectorized --n-envs 4 --max-epochs 15 --max-batches 30 \
+PPO_FLAGS ?= --vectorized --factored --n-envs 8 --max-epochs 15 --max-batches 30 \
 	--entropy-coef-start 0.05 --entropy-coef-end 0.01 --entropy-anneal-episodes 120 --seed 0
 EVAL_SEEDS ?= 1000 1001 1002
 
-.PHONY: install run test check-export nbdev-test pytest lab docs readme export
+.PHONY: install run bench-learning bench-learning-full test check-export nbdev-test pytest lab docs readme export
 
 $(STAMP): setup.py settings.ini .ci/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,14 @@ run: $(STAMP)
 	@echo "PPO checkpoint and per-batch history: runs/ppo/agent.pt, runs/ppo/agent.pt.history.json"
 	@echo "telemetry: runs/ppo/telemetry/events.jsonl; TensorBoard: .venv/bin/tensorboard --logdir runs/ppo/telemetry"
 	@echo "comparison: runs/compare/comparison.md (table), runs/compare/comparison.png (accuracy vs parameters)"
+
+# The learning benchmark: PPO-Tamiyo (5 training seeds) against every baseline on held-out seeds, with targets.
+bench-learning: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --preset short
+
+# The same on whole runs (30-epoch episodes, every batch): much slower.
+bench-learning-full: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --preset full
 
 # The notebooks are the source: exporting and cleaning them must not change any tracked file.
 check-export: $(STAMP)
@@ -69,3 +77,12 @@ readme: $(STAMP)
 # What to run before each commit: regenerate esper/ and README.md from the notebooks and clean them.
 export: $(STAMP)
 	$(BIN)/nbdev_export && $(BIN)/nbdev_clean && $(MAKE) --no-print-directory readme
+
+# Cross-check with a reference agent: sb3-contrib's MaskablePPO on GrowthEnv (sb3 is installed into .venv if missing).
+SB3_FLAGS ?=
+SB3_PKGS := sb3-contrib==2.9.2 stable-baselines3==2.9.2
+.PHONY: bench-sb3
+bench-sb3: $(STAMP)
+	$(BIN)/python -c "from importlib.metadata import version as v; assert v('sb3-contrib') == v('stable-baselines3') \
+		== '2.9.2'" 2>/dev/null || $(BIN)/python -m pip install -q -c .ci/constraints.txt $(SB3_PKGS)
+	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_maskable_ppo.py $(SB3_FLAGS)

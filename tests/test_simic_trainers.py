@@ -106,16 +106,25 @@ def test_stored_states_are_normalised_states():
         assert not torch.allclose(stored[-1], raw)                 # not the raw features
 
 
-def test_truncation_bootstraps():
+def test_last_epoch_is_terminal_not_bootstrapped():
+    """The run's own last epoch ends the episode: stored as done, never bootstrapped from the critic."""
     agent, envs, _ = _rollout_run()
     for e in envs:
         b = agent.buffer.envs[e.env_id]
-        assert b.truncated == [False, False, True] and b.dones == [False, False, True]
-        v = agent.get_value(agent.obs_normalizer.normalize(obs_to_state(e.obs)), env_id=e.env_id)
-        assert b.bootstrap_values[-1] == pytest.approx(v) and v != 0.0
-    adv, ret = agent.buffer.envs[0].advantages(0.0, agent.gamma, agent.gae_lambda)
-    b = agent.buffer.envs[0]
-    assert ret[-1].item() == pytest.approx(b.rewards[-1] + agent.gamma * b.bootstrap_values[-1], rel=1e-5)
+        assert b.dones == [False, False, True] and b.truncated == [False, False, False]
+        assert b.bootstrap_values == [0.0, 0.0, 0.0]
+
+
+def test_returns_are_discounted_sums_of_remaining_rewards():
+    """With lambda = 1, every GAE return is exactly the discounted sum of the rewards left in the episode,
+    whatever the critic says: no return can exceed what the reward pays."""
+    agent, envs, _ = _rollout_run(max_epochs=6)
+    for e in envs:
+        b = agent.buffer.envs[e.env_id]
+        _, ret = b.advantages(last_value=123.0, gamma=agent.gamma, gae_lambda=1.0)
+        expected = [sum(agent.gamma ** k * r for k, r in enumerate(b.rewards[t:])) for t in range(len(b))]
+        assert torch.allclose(ret, torch.tensor(expected), atol=1e-5)
+        assert ret[-1].item() == pytest.approx(b.rewards[-1])
 
 
 @pytest.mark.parametrize("factored", [False, True])

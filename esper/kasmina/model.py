@@ -136,6 +136,17 @@ class MorphogeneticModel(nn.Module):
         if verdict: self._move(s, target, verdict.reason)
         return verdict
 
+    def gate_open(self, slot: str) -> bool:
+        "Whether `advance` (or `fossilize`) on `slot` would pass its gate now; False when there is no next stage."
+        s = self.slot(slot)
+        return s.stage in _NEXT and bool(check_gate(s.state, _NEXT[s.stage], self.gates))
+
+    def in_probation(self, slot: str) -> bool:
+        "Whether the seed in `slot` is too young to judge: TRAINING for fewer than `min_training_epochs`, or BLENDING."
+        s = self.slot(slot)
+        if s.stage == SeedStage.TRAINING: return s.state.metrics.epochs_in_current_stage < self.gates.min_training_epochs
+        return s.stage == SeedStage.BLENDING and not self.gate_open(slot)
+
     def fossilize(self, slot: str) -> GateResult:
         "Keep the HOLDING seed in `slot` for good, if its counterfactual contribution passes the gate."
         s = self.slot(slot)

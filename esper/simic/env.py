@@ -47,8 +47,11 @@ def action_masks(
     obs: dict[str, Any], # observation
     factored: bool,      # per-head masks instead of one flat mask
 ) -> torch.Tensor|dict[str, torch.Tensor]:
-    "What the lifecycle allows now (flat: for the target slot)."
-    return compute_action_mask(slot_stages(obs), factored=factored, target_slot=resolve_target_slot(obs))
+    "What the lifecycle allows now and its gates would let through, with no pruning on probation (flat: target slot)."
+    gates = [bool(s.get("gate_open", True)) for s in obs["slots"].values()]
+    young = [bool(s.get("probation", False)) for s in obs["slots"].values()]
+    return compute_action_mask(slot_stages(obs), factored=factored, target_slot=resolve_target_slot(obs),
+                               gates_open=gates, probation=young)
 
 def decode_action(
     action: int|dict[str, int], # a flat index, or head indices keyed by HEAD_NAMES
@@ -81,8 +84,9 @@ def step_reward(
     prev, rec, m = episode.history[-2], episode.history[-1], episode.model
     host_params = sum(p.numel() for p in m.get_host_parameters())
     terms = dict(compute_reward(prev["val_accuracy"], rec["val_accuracy"], rec["params_added"], host_params,
-                                fossilized_contribution(prev["stages"], rec["stages"], m), rec["done"],
-                                rec["action_success"], config or RewardConfig()))
+                                prev_params_added=prev["params_added"],
+                                fossilized_contribution=fossilized_contribution(prev["stages"], rec["stages"], m),
+                                done=rec["done"], action_success=rec["action_success"], config=config or RewardConfig()))
     terms["rollback"] = -rollback_penalty if rec["rollback"] is not None else 0.0
     terms["total"] += terms["rollback"]
     return terms

@@ -81,18 +81,14 @@ class PPORollout:
         return [d.tamiyo_action for d in ds]
 
     def record(self, envs: list[ParallelEnvState]) -> None:
-        "Reward each env's last step and store its transition; the last step is truncated and bootstrapped."
+        "Reward each env's last step and store its transition; the run's own last epoch is terminal (no bootstrap)."
         ag, last = self.agent, envs[0].episode.done
-        boot = None
-        if last:  # V(final normalised observation), from the env's current recurrent state if any
-            final = normalize_states(ag, [e.obs for e in envs], update=False)
-            boot = [ag.get_value(final[i], env_id=e.env_id) for i, e in enumerate(envs)]
-        for i, e in enumerate(envs):
+        for e in envs:
             terms = step_reward(e.episode, self.reward_config, self.rollback_penalty)
             e.add_reward(terms)
             d = e.pending
-            ag.store_transition(d.state, d.action, d.log_prob, d.value, terms["total"], done=False, action_mask=d.mask,
-                                truncated=last, bootstrap_value=boot[i] if last else None, env_id=e.env_id)
+            ag.store_transition(d.state, d.action, d.log_prob, d.value, terms["total"], done=last, action_mask=d.mask,
+                                env_id=e.env_id)
             e.pending = None
 
 # %% ../../nbs/simic/25_vectorized.ipynb #a7600b15
@@ -128,6 +124,7 @@ def ppo_training_loop(
     save_path: str|None=None, resume: str|None=None, checkpoint_every: int=1, hub: Any=None,
     reward_config: RewardConfig|None=None, rollback_penalty: float=0.1, episode_config: EpisodeConfig|None=None,
     task_factory: Callable[[int], Any]|None=None, ppo_kwargs: dict|None=None, progress: bool=False,
+    on_update: Callable[[PPOAgent, dict[str, Any]], None]|None=None,
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "The PPO training loop behind `train_ppo_vectorized` and `train_ppo` (see their docs)."
     for name, v in (("n_episodes", n_episodes), ("episodes_per_update", episodes_per_update),
@@ -168,6 +165,8 @@ def ppo_training_loop(
         coef = agent.get_entropy_coef()
         metrics = run_ppo_update(agent)
         rec = _batch_record(b, first + len(envs), results, envs, coef, metrics, history)
+        if on_update is not None:  # e.g. a greedy evaluation; its RNG draws must not change the training run
+            rng = capture_rng(); on_update(agent, rec); restore_rng(rng)
         history.append(rec)
         emit_ppo_update(hub, metrics | {"entropy_coef": coef}, b); emit_anomalies(hub, metrics, b); emit_batch_completed(hub, rec, b)
         if progress:
@@ -204,10 +203,11 @@ def train_ppo_vectorized(
     task_factory: Callable[[int], Any]|None=None, # episode seed -> Task (default: get_task(task, shuffle_seed=seed))
     ppo_kwargs: dict|None=None,     # more PPOAgent arguments (n_epochs, batch_size, hidden_dim, ...)
     progress: bool=False,           # tqdm bar per batch plus a metrics line per batch
+    on_update: Callable[[PPOAgent, dict[str, Any]], None]|None=None, # called after each update with the batch record (may add keys)
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "Train PPO-Tamiyo over `n_envs` host-training runs in lockstep; returns the agent and the per-batch history."
     if not isinstance(n_envs, int) or n_envs < 1: raise ValueError(f"n_envs must be an integer >= 1 (got {n_envs!r})")
     return ppo_training_loop(n_episodes, n_envs, True, max_epochs, task, device, devices or [device], lr, clip_ratio, gamma,
                              entropy_coef, entropy_coef_start, entropy_coef_end, entropy_anneal_episodes, factored,
                              recurrent, seed, save_path, resume, checkpoint_every, hub, reward_config, rollback_penalty,
-                             episode_config, task_factory, ppo_kwargs, progress)
+                             episode_config, task_factory, ppo_kwargs, progress, on_update=on_update)

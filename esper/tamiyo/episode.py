@@ -276,7 +276,8 @@ class Episode:
             "host_grad_norm": self.host_grad_norm, "host_learning_phase": self.epoch / self.cfg.max_epochs,
             "seed_blueprint_id": BLUEPRINTS.index(focus.blueprint_id) + 1 if focus else 0,
             "focus_slot": focus.slot_id if focus else None,
-            "slots": {s: {"stage": int(m.slot(s).stage), "alpha": m.slot(s).alpha,
+            "slots": {s: {"stage": int(m.slot(s).stage), "alpha": m.slot(s).alpha, "gate_open": m.gate_open(s),
+                          "probation": m.in_probation(s),
                           "blueprint_id": BLUEPRINTS.index(m.slot(s).state.blueprint_id) + 1 if m.slot(s).seed is not None else 0,
                           "contribution": (m.slot(s).state.metrics.contribution or 0.0) if m.slot(s).state else 0.0,
                           "telemetry": m.slot(s).state.telemetry.to_features() if m.slot(s).seed is not None else [0.0] * 10}

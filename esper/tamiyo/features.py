@@ -101,11 +101,23 @@ def compute_action_mask(
     factored: bool=False,         # per-head masks (dict keyed by HEAD_NAMES) instead of a flat mask
     target_slot: int=0,           # the slot the flat space acts on
     device: torch.device|str="cpu",
+    gates_open: Sequence[bool]|None=None, # per slot: would ADVANCE/FOSSILIZE pass its gate now (None: don't check)
+    probation: Sequence[bool]|None=None,  # per slot: the seed is too young to judge, so PRUNE is masked (None: never)
 ) -> torch.Tensor|dict[str, torch.Tensor]:
-    "Boolean mask(s) of the actions the lifecycle allows."
+    "Boolean mask(s) of the actions the lifecycle allows (and, with `gates_open`, that its gates would let through)."
     stages = _slot_stages(state)
     if not stages: raise ValueError("compute_action_mask needs at least one slot stage")
     per_slot = [ops_allowed(s) for s in stages]
+    if gates_open is not None:
+        if len(gates_open) != len(stages):
+            raise ValueError(f"gates_open must have one entry per slot ({len(stages)}; got {len(gates_open)})")
+        for ok, is_open in zip(per_slot, gates_open):
+            if not is_open: ok[LifecycleOp.ADVANCE] = ok[LifecycleOp.FOSSILIZE] = False
+    if probation is not None:
+        if len(probation) != len(stages):
+            raise ValueError(f"probation must have one entry per slot ({len(stages)}; got {len(probation)})")
+        for ok, young in zip(per_slot, probation):
+            if young: ok[LifecycleOp.PRUNE] = False
     if not factored:
         if not 0 <= target_slot < len(stages): raise ValueError(f"target_slot must be in [0, {len(stages) - 1}] (got {target_slot})")
         ok = per_slot[target_slot]

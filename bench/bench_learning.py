@@ -1,0 +1,496 @@
+"""The learning benchmark: does PPO-Tamiyo learn? PPO against static, random, heuristic and fixed-rule controllers.
+
+One PPO policy is trained per training seed, each in its own worker process with one torch thread. During training
+each policy is evaluated greedily on the curve seeds every --eval-every episodes (the learning curve). At the end
+every policy, and every baseline, plays one episode on each held-out evaluation seed. Written under --out:
+results.json (config, every episode, the summary and the targets), table.md, learning_curves.png, lifecycle.png,
+and seed<k>/agent.pt plus seed<k>/history.json per training seed.
+
+Usage, from the project root: `make bench-learning` (short preset) or `make bench-learning-full`, i.e.
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_learning.py --preset short
+A tiny run that checks the plumbing in seconds:
+    python bench/bench_learning.py --episodes 4 --n-envs 2 --max-epochs 3 --max-batches 2 --train-seeds 0 1 \\
+        --eval-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --schedules conv_small --out /tmp/bl
+"""
+import argparse
+import contextlib
+import math
+import multiprocessing
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from esper.cli import OneLineParser, nonneg_int, positive_int
+from esper.cli.baseline import write_json_atomic
+from esper.cli.compare import make_controller
+from esper.simic.env import PPOController, load_ppo_controller
+from esper.simic.seed_management import episode_seed
+from esper.simic.vectorized import train_ppo_vectorized
+from esper.tamiyo.baselines import ScheduleTamiyo
+from esper.tamiyo.episode import EpisodeConfig, run_episode
+from esper.tasks import get_task
+
+TASK = "mnist1d"
+#: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them.
+PPO_SETTINGS = {"factored": True, "entropy_coef_start": 0.05, "entropy_coef_end": 0.01,
+                "entropy_anneal_episodes": 120}
+#: What each preset trains and evaluates on; max_batches None = every batch of the epoch.
+PRESETS = {
+    "short": {"episodes": 160, "max_epochs": 15, "max_batches": 30, "n_envs": 8},   # the `make run` setting
+    "full": {"episodes": 160, "max_epochs": 30, "max_batches": None, "n_envs": 8},   # whole 30-epoch host runs
+}
+BASELINES = ("static", "random", "heuristic")
+DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise")
+#: Decisions counted per episode in lifecycle.png (keys of the history's `action_counts`).
+LIFECYCLE_OPS = ("GERMINATE", "PRUNE", "FOSSILIZE", "ADVANCE")
+MIN_EXPLAINED_VARIANCE = 0.3
+
+
+# ----------------------------------------------------------------------------------------------- arguments
+
+def build_parser() -> argparse.ArgumentParser:
+    "The benchmark's flags; preset-dependent ones default to None and are filled in by `resolve_args`."
+    ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="bench_learning.py")
+    a = ap.add_argument
+    a("--preset", choices=tuple(PRESETS), default="short",
+      help="short: the `make run` setting (15 epochs x 30 batches, 160 episodes, 4 envs); "
+           "full: 30-epoch episodes on every batch, same PPO settings (default: short)")
+    a("--episodes", type=positive_int, default=None, help="PPO training episodes per training seed (preset: 160)")
+    a("--max-epochs", type=positive_int, default=None, help="epochs per episode, >= 2 (short: 15, full: 30)")
+    a("--max-batches", type=nonneg_int, default=None,
+      help="training batches per epoch, 0 = every batch (short: 30, full: every batch)")
+    a("--n-envs", type=positive_int, default=None, help="episodes per PPO update, stepped in lockstep (preset: 4)")
+    a("--train-seeds", type=nonneg_int, nargs="+", default=[0, 1, 2, 3, 4],
+      help="PPO run seeds, one policy each; run k trains on task seeds k .. k + episodes - 1 (default: 0 1 2 3 4)")
+    a("--eval-seeds", type=nonneg_int, nargs="+", default=[2000, 2001, 2002, 2003, 2004],
+      help="held-out task seeds of the final evaluation (default: 2000-2004). Not 1000-1002: those are the seeds "
+           "`make run` compares on, used for tuning, so results on them are not held out")
+    a("--curve-seeds", type=nonneg_int, nargs="+", default=[1000, 1001],
+      help="task seeds of the learning-curve evaluations during training (default: 1000 1001)")
+    a("--eval-every", type=positive_int, default=16,
+      help="training episodes between learning-curve evaluations; the last update is always evaluated (default: 16)")
+    a("--workers", type=positive_int, default=os.cpu_count() or 1,
+      help="worker processes, one torch thread each (default: os.cpu_count())")
+    a("--out", default=None, help="output folder (default: runs/bench_learning/<preset>)")
+    a("--schedules", nargs="+", default=list(DEFAULT_SCHEDULES), metavar="BLUEPRINTS",
+      help="fixed rules (ScheduleTamiyo), each a comma-separated list of blueprints germinated in slot order "
+           f"(default: {' '.join(DEFAULT_SCHEDULES)})")
+    return ap
+
+
+def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argparse.Namespace:
+    "Parse, fill the preset's values in, and refuse inconsistent settings with one line."
+    args = ap.parse_args(argv)
+    preset = PRESETS[args.preset]
+    args.overrides = {}
+    for key, value in preset.items():
+        given = getattr(args, key)
+        if given is None:
+            setattr(args, key, value)
+            continue
+        if key == "max_batches" and given == 0: given = None  # 0 = every batch
+        setattr(args, key, given)
+        if given != value: args.overrides[key] = given
+    if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 for PPO (got {args.max_epochs})")
+    args.out = Path(args.out or f"runs/bench_learning/{args.preset}")
+    for flag in ("train_seeds", "eval_seeds", "curve_seeds", "schedules"):
+        values = getattr(args, flag)
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated: ap.error(f"--{flag.replace('_', '-')} repeats {repeated}")
+    both = sorted(set(args.eval_seeds) & set(args.curve_seeds))
+    if both: ap.error(f"task seeds {both} are both --eval-seeds and --curve-seeds; keep the evaluation held out")
+    used = training_task_seeds(args.train_seeds, args.episodes)
+    for flag in ("eval_seeds", "curve_seeds"):
+        seen = sorted(set(getattr(args, flag)) & used)
+        if seen:
+            ap.error(f"--{flag.replace('_', '-')} {seen} are task seeds that training episodes use "
+                     f"(run k trains on seeds k .. k + {args.episodes - 1}); pick seeds outside them")
+    try:
+        args.schedules = [schedule_name(s) for s in args.schedules]
+    except ValueError as e:
+        ap.error(f"--schedules: {e}")
+    return args
+
+
+def training_task_seeds(train_seeds: list[int], episodes: int) -> set[int]:
+    "Every task seed a training episode uses (`episode_seed` of each run seed and episode)."
+    return {episode_seed(k, i) for k in train_seeds for i in range(episodes)}
+
+
+def schedule_name(spec: str) -> str:
+    "A fixed rule's controller name from its comma-separated blueprints (raises on unknown blueprints)."
+    return ScheduleTamiyo(tuple(spec.split(","))).name
+
+
+# ----------------------------------------------------------------------------------------------- jobs (workers)
+
+def episode_config(setup: dict[str, Any]) -> EpisodeConfig:
+    "How every evaluation episode trains: the same epochs and batches as the training episodes."
+    return EpisodeConfig(max_epochs=setup["max_epochs"], max_batches=setup["max_batches"])
+
+
+def play(controller: Any, task_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
+    "One episode on `task_seed`, run as `esper-train compare` runs it: the task shuffled and the model seeded with it."
+    task = get_task(TASK, shuffle_seed=task_seed)
+    result = run_episode(task, controller, episode_config(setup), seed=task_seed)
+    return result.to_dict() | {"eval_seed": task_seed, "params_in_all": result.host_params + result.params_added}
+
+
+class CurveProbe:
+    "`on_update` callback: greedy episodes on the curve seeds every `eval_every` episodes and after the last update."
+    def __init__(self, setup: dict[str, Any]):
+        self.setup = setup
+        self.next_at = setup["eval_every"]
+        self.seconds = 0.0
+
+    def __call__(self, agent: Any, record: dict[str, Any]) -> None:
+        episodes = record["episodes"]
+        last = episodes >= self.setup["episodes"]
+        if episodes < self.next_at and not last: return
+        while self.next_at <= episodes: self.next_at += self.setup["eval_every"]
+        t0 = time.perf_counter()
+        rows = [play(PPOController(agent), s, self.setup) for s in self.setup["curve_seeds"]]  # normaliser frozen
+        record["eval_accuracy"] = statistics.fmean(r["final_accuracy"] for r in rows)
+        record["eval_params_added"] = statistics.fmean(r["params_added"] for r in rows)
+        self.seconds += time.perf_counter() - t0
+
+
+def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
+    "Train one PPO policy (run seed `train_seed`) with its learning curve; saves seed<k>/agent.pt and history.json."
+    torch.set_num_threads(1)
+    folder = Path(setup["out"]) / f"seed{train_seed}"
+    probe = CurveProbe(setup)
+    t0 = time.perf_counter()
+    _, history = train_ppo_vectorized(
+        n_episodes=setup["episodes"],
+        n_envs=setup["n_envs"],
+        max_epochs=setup["max_epochs"],
+        task=TASK,
+        seed=train_seed,
+        save_path=str(folder / "agent.pt"),
+        episode_config=EpisodeConfig(max_batches=setup["max_batches"]),
+        on_update=probe,
+        **setup["ppo"],
+    )
+    seconds = time.perf_counter() - t0
+    write_json_atomic(folder / "history.json", history)
+    return {"train_seed": train_seed, "checkpoint": str(folder / "agent.pt"), "history": history,
+            "train_seconds": seconds, "curve_eval_seconds": probe.seconds}
+
+
+def ppo_eval_job(train_seed: int, checkpoint: str, eval_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
+    "The trained policy of `train_seed`, greedy, on one evaluation seed."
+    torch.set_num_threads(1)
+    return play(load_ppo_controller(checkpoint), eval_seed, setup) | {"controller": "ppo", "train_seed": train_seed}
+
+
+def make_baseline(name: str, eval_seed: int) -> Any:
+    "A baseline controller by name: static, random (seeded with the eval seed), heuristic or schedule:<a>+<b>."
+    if name.startswith("schedule:"): return ScheduleTamiyo(tuple(name.removeprefix("schedule:").split("+")))
+    return make_controller(name, seed=eval_seed)
+
+
+def baseline_job(name: str, eval_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
+    "One baseline controller on one evaluation seed."
+    torch.set_num_threads(1)
+    return play(make_baseline(name, eval_seed), eval_seed, setup) | {"controller": name, "train_seed": None}
+
+
+# ----------------------------------------------------------------------------------------------- statistics
+
+#: Two-sided 95% quantiles of Student's t (0.975 quantile) for 1-30 degrees of freedom.
+_T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788, 2.1604,
+         2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555,
+         2.0518, 2.0484, 2.0452, 2.0423)
+
+
+def t975(df: int) -> float:
+    "Student's t 0.975 quantile: the table up to 30 degrees of freedom, the Cornish-Fisher expansion beyond."
+    if df < 1: raise ValueError(f"degrees of freedom must be >= 1 (got {df})")
+    if df <= len(_T975): return _T975[df - 1]
+    z = 1.959963984540054
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    return z + g1 / df + g2 / df**2 + g3 / df**3
+
+
+def mean_ci(xs: list[float]) -> tuple[float, float|None]:
+    "Mean and the half-width of its 95% t confidence interval (None from a single value)."
+    m = statistics.fmean(xs)
+    if len(xs) < 2: return m, None
+    return m, t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+def _mean(rows: list[dict[str, Any]], key: str) -> float:
+    return statistics.fmean(r[key] for r in rows)
+
+
+def controller_summary(name: str, episodes: list[dict[str, Any]], ci_values: list[float], ci_over: str) -> dict:
+    "Means over a controller's episodes; the accuracy CI over `ci_values` (per-seed means for PPO, episodes else)."
+    _, ci = mean_ci(ci_values)
+    return {"controller": name, "episodes": len(episodes), "final_accuracy": _mean(episodes, "final_accuracy"),
+            "final_accuracy_ci95": ci, "ci_over": ci_over, "ci_n": len(ci_values),
+            "params_in_all": _mean(episodes, "params_in_all"), "params_added": _mean(episodes, "params_added"),
+            "germinated": _mean(episodes, "seeds_germinated"), "fossilized": _mean(episodes, "seeds_fossilized"),
+            "pruned": _mean(episodes, "seeds_pruned")}
+
+
+def seed_summary(trained: dict[str, Any], episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    "One training seed: its greedy evaluation, its critic, its entropies and its learning curve."
+    history = trained["history"]
+    last_quarter = history[-max(1, math.ceil(len(history) / 4)):]
+    ev = [r["explained_variance"] for r in last_quarter if r.get("explained_variance") is not None]
+    heads = sorted({k for r in history for k in r if k.startswith("head_entropy/")})
+    curve = [{"episodes": r["episodes"], "batch": r["batch"], "eval_accuracy": r["eval_accuracy"],
+              "eval_params_added": r["eval_params_added"], "train_accuracy": r["avg_accuracy"],
+              "explained_variance": r.get("explained_variance")} for r in history if "eval_accuracy" in r]
+    return {"train_seed": trained["train_seed"], "final_accuracy": _mean(episodes, "final_accuracy"),
+            "params_in_all": _mean(episodes, "params_in_all"), "params_added": _mean(episodes, "params_added"),
+            "germinated": _mean(episodes, "seeds_germinated"), "fossilized": _mean(episodes, "seeds_fossilized"),
+            "pruned": _mean(episodes, "seeds_pruned"),
+            "germinates_every_episode": all(e["seeds_germinated"] >= 1 for e in episodes),
+            "explained_variance_last_quarter": statistics.fmean(ev) if ev else None,
+            "updates": len(history),
+            "min_head_entropy": {k.split("/", 1)[1]: min(r[k] for r in history if k in r) for k in heads},
+            "train_seconds": trained["train_seconds"], "curve_eval_seconds": trained["curve_eval_seconds"],
+            "checkpoint": trained["checkpoint"], "curve": curve}
+
+
+def check_targets(preset: str, summary: dict[str, dict], seeds: list[dict]) -> list[dict[str, Any]]:
+    "The preset's targets for PPO, each with the measured value and PASS/FAIL."
+    ppo, heuristic = summary["ppo"], summary["heuristic"]["final_accuracy"]
+    rules = [r for name, r in summary.items() if name.startswith("schedule:")]
+    best_rule = max(rules, key=lambda r: r["final_accuracy"])
+    worst = min(seeds, key=lambda s: s["final_accuracy"])
+    targets = []
+
+    def target(text: str, value: str, ok: bool) -> None:
+        targets.append({"target": text, "value": value, "pass": bool(ok)})
+
+    if preset == "short":
+        target(f"every seed >= heuristic - 1 pt ({heuristic - 1:.1f})",
+               f"worst: seed {worst['train_seed']} {worst['final_accuracy']:.1f}",
+               worst["final_accuracy"] >= heuristic - 1)
+        target(f"mean >= heuristic + 3 pts ({heuristic + 3:.1f})", f"{ppo['final_accuracy']:.1f}",
+               ppo["final_accuracy"] >= heuristic + 3)
+    else:
+        target("mean >= 90%", f"{ppo['final_accuracy']:.1f}", ppo["final_accuracy"] >= 90)
+        target("params in all <= 2,500", f"{ppo['params_in_all']:,.0f}", ppo["params_in_all"] <= 2500)
+    target(f"mean >= best fixed rule ({best_rule['controller']} {best_rule['final_accuracy']:.1f})",
+           f"{ppo['final_accuracy']:.1f}", ppo["final_accuracy"] >= best_rule["final_accuracy"])
+    evs = [s["explained_variance_last_quarter"] for s in seeds]
+    low = [s["train_seed"] for s, v in zip(seeds, evs) if v is None or v < MIN_EXPLAINED_VARIANCE]
+    target(f"every seed: explained variance over the last quarter of updates >= {MIN_EXPLAINED_VARIANCE}",
+           "min " + _fmt(min((v for v in evs if v is not None), default=None), ".2f")
+           + (f" (below: seeds {low})" if low else ""), not low)
+    idle = [s["train_seed"] for s in seeds if not s["germinates_every_episode"]]
+    target("every seed: a germinating policy (>= 1 seed germinated in every eval episode)",
+           f"seeds that do not: {idle}" if idle else "all", not idle)
+    return targets
+
+
+# ----------------------------------------------------------------------------------------------- report
+
+def _fmt(v: float|None, spec: str) -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], targets: list[dict],
+                    target_note: str) -> str:
+    "The controller table, the per-seed PPO table and the targets, in markdown."
+    out = [f"**{title}**", "",
+           "| controller | final acc % (mean ± 95% CI) | params in all | params added |", "|---|---|---|---|"]
+    for r in summary.values():
+        out.append(f"| {r['controller']} | {r['final_accuracy']:.1f} ± {_fmt(r['final_accuracy_ci95'], '.1f')} "
+                   f"| {r['params_in_all']:,.0f} | {r['params_added']:,.0f} |")
+    out += ["", "CI: over per-training-seed means for ppo, over evaluation episodes for the others.", "",
+            "| PPO seed | final acc % | params in all | params added | germinated / fossilized / pruned per episode "
+            "| explained var (last quarter) | min head entropy | train s |", "|---|---|---|---|---|---|---|---|"]
+    for s in seeds:
+        ent = ", ".join(f"{k} {v:.2f}" for k, v in s["min_head_entropy"].items())
+        out.append(f"| {s['train_seed']} | {s['final_accuracy']:.1f} | {s['params_in_all']:,.0f} "
+                   f"| {s['params_added']:,.0f} | {s['germinated']:.1f} / {s['fossilized']:.1f} / {s['pruned']:.1f} "
+                   f"| {_fmt(s['explained_variance_last_quarter'], '.2f')} | {ent} | {s['train_seconds']:.0f} |")
+    out += ["", f"Targets ({target_note}):", "", "| target | value | result |", "|---|---|---|"]
+    out += [f"| {t['target']} | {t['value']} | {'PASS' if t['pass'] else 'FAIL'} |" for t in targets]
+    return "\n".join(out) + "\n"
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path):
+    "A temporary file beside `path` that replaces `path` when the block succeeds (and is removed if it fails)."
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp): os.unlink(tmp)
+
+
+def save_figure(fig: Any, path: Path) -> None:
+    "Write a matplotlib figure as PNG through a temporary file, then close it."
+    import matplotlib.pyplot as plt
+    with atomic_path(path) as tmp: fig.savefig(tmp, format="png", dpi=100)
+    plt.close(fig)
+
+
+def plot_learning_curves(seeds: list[dict], summary: dict[str, dict], title: str) -> Any:
+    "Greedy accuracy on the curve seeds against training episodes, one line per seed; baselines dashed."
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for i, s in enumerate(seeds):
+        xs = [c["episodes"] for c in s["curve"]]
+        ax.plot(xs, [c["eval_accuracy"] for c in s["curve"]], marker="o", ms=3, color=f"C{i % 10}",
+                label=f"PPO seed {s['train_seed']}")
+    baselines = [r for name, r in summary.items() if name != "ppo"]
+    colors = plt.cm.Greys([0.35 + 0.6 * i / max(len(baselines) - 1, 1) for i in range(len(baselines))])
+    for r, color, dash in zip(baselines, colors, ([6, 2], [2, 2], [6, 2, 2, 2], [8, 3, 2, 3, 2, 3], [1, 1]) * 4):
+        ax.axhline(r["final_accuracy"], color=color, dashes=dash, lw=1.2,
+                   label=f"{r['controller']} {r['final_accuracy']:.1f} (eval seeds)")
+    ax.set(xlabel="training episodes", ylabel="greedy final accuracy on curve seeds (%)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=.3)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    fig.tight_layout()
+    return fig
+
+
+def plot_lifecycle(seeds: list[dict], histories: dict[int, list[dict]], title: str) -> Any:
+    "Lifecycle decisions per training episode (attempts: a gate may refuse an ADVANCE), a panel per op."
+    import matplotlib.pyplot as plt
+    fig, axes = plt.subplots(1, len(LIFECYCLE_OPS), figsize=(3.2 * len(LIFECYCLE_OPS), 3.2), sharex=True)
+    for i, s in enumerate(seeds):
+        history = histories[s["train_seed"]]
+        xs = [r["episodes"] for r in history]
+        for ax, op in zip(axes, LIFECYCLE_OPS):
+            per_episode = [r["action_counts"].get(op, 0) / len(r["env_accuracies"]) for r in history]
+            ax.plot(xs, per_episode, color=f"C{i % 10}", lw=1.2, label=f"seed {s['train_seed']}")
+    for ax, op in zip(axes, LIFECYCLE_OPS):
+        ax.set(title=op.lower(), xlabel="training episodes")
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=.3)
+    axes[0].set_ylabel("decisions per episode")
+    axes[-1].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def git_state(repo: Path) -> dict[str, Any]:
+    "The checkout's short commit and whether its tree has uncommitted changes (None where git is unavailable)."
+    def git(*cmd: str) -> str|None:
+        try:
+            p = subprocess.run(["git", *cmd], cwd=repo, capture_output=True, text=True, check=False)
+        except FileNotFoundError:
+            return None
+        return p.stdout.strip() if p.returncode == 0 else None
+    commit, status = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain")
+    return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
+
+
+# ----------------------------------------------------------------------------------------------- main
+
+def run_jobs(args: argparse.Namespace, setup: dict[str, Any]) -> tuple[list[dict], list[dict]]:
+    "Training, PPO evaluation and baseline jobs on a process pool; returns (trained runs, episode rows)."
+    trained, rows, t0 = [], [], time.perf_counter()
+    names = list(BASELINES) + args.schedules
+    total = len(args.train_seeds) * (1 + len(args.eval_seeds)) + len(names) * len(args.eval_seeds)
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
+        try:
+            jobs = {pool.submit(train_job, k, setup): ("train", k) for k in args.train_seeds}  # longest first
+            for name in names:
+                jobs.update({pool.submit(baseline_job, name, s, setup): (name, s) for s in args.eval_seeds})
+            while jobs:
+                done, _ = wait(jobs, return_when=FIRST_COMPLETED)
+                for job in done:
+                    kind, key = jobs.pop(job)
+                    result = job.result()
+                    if kind == "train":
+                        trained.append(result)
+                        for s in args.eval_seeds:
+                            jobs[pool.submit(ppo_eval_job, key, result["checkpoint"], s, setup)] = ("ppo", s)
+                        last = result["history"][-1]
+                        what = (f"trained PPO seed {key} in {result['train_seconds']:.0f} s, "
+                                f"curve {last.get('eval_accuracy', float('nan')):.1f}%")
+                    else:
+                        rows.append(result)
+                        seed = "" if result["train_seed"] is None else f" (PPO seed {result['train_seed']})"
+                        what = (f"{kind}{seed} on eval seed {key}: {result['final_accuracy']:.1f}%, "
+                                f"{result['params_in_all']} params")
+                    n = len(trained) + len(rows)
+                    print(f"[{time.perf_counter() - t0:6.0f} s] {n}/{total} {what}", flush=True)
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)  # then wait for the running ones
+            raise
+    return sorted(trained, key=lambda r: r["train_seed"]), rows
+
+
+def main(argv: list[str]|None=None) -> int:
+    "Run the benchmark; prints the tables and returns 0 (also when targets fail: they are a measurement)."
+    ap = build_parser()
+    args = resolve_args(ap, argv)
+    os.environ["OMP_NUM_THREADS"] = "1"  # inherited by the spawned workers before they import torch
+    torch.set_num_threads(1)
+    import matplotlib
+    matplotlib.use("Agg")
+    started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
+    setup = {"out": str(args.out), "episodes": args.episodes, "n_envs": args.n_envs, "max_epochs": args.max_epochs,
+             "max_batches": args.max_batches, "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
+             "ppo": dict(PPO_SETTINGS)}
+    config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
+              "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,
+              "schedules": args.schedules, **git_state(Path(__file__).resolve().parent.parent), "device": "cpu",
+              "torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
+              "platform": platform.platform(), "started": started, "argv": sys.argv[1:] if argv is None else argv}
+    batches = "every batch" if args.max_batches is None else f"{args.max_batches} batches"
+    title = (f"{TASK}, {args.max_epochs} epochs x {batches}, {args.episodes} PPO episodes x "
+             f"{len(args.train_seeds)} seeds, eval seeds {args.eval_seeds}")
+    print(f"learning benchmark, preset {args.preset}: {title}; {args.workers} workers -> {args.out}", flush=True)
+
+    trained, rows = run_jobs(args, setup)
+    ppo_rows = {k: [r for r in rows if r["controller"] == "ppo" and r["train_seed"] == k] for k in args.train_seeds}
+    seeds = [seed_summary(t, ppo_rows[t["train_seed"]]) for t in trained]
+    summary = {}
+    for name in list(BASELINES) + args.schedules:
+        episodes = [r for r in rows if r["controller"] == name]
+        summary[name] = controller_summary(name, episodes, [e["final_accuracy"] for e in episodes], "eval seeds")
+    summary["ppo"] = controller_summary("ppo", [r for r in rows if r["controller"] == "ppo"],
+                                        [s["final_accuracy"] for s in seeds], "training seeds")
+    summary["ppo"] |= {"train_seconds_total": sum(t["train_seconds"] for t in trained),
+                       "train_seconds_max": max(t["train_seconds"] for t in trained)}
+    targets = check_targets(args.preset, summary, seeds)
+    changed = ", ".join(f"{k}={v}" for k, v in args.overrides.items())
+    note = f"{args.preset} preset" + (f"; flags changed it ({changed}): indicative only" if changed else "")
+    table = markdown_report(title, summary, seeds, targets, note)
+    config["wall_seconds"] = time.perf_counter() - t0
+
+    write_json_atomic(args.out / "results.json", {"config": config, "summary": summary, "ppo_seeds": seeds,
+                                                  "targets": targets, "episodes": rows, "table": table})
+    with atomic_path(args.out / "table.md") as tmp: Path(tmp).write_text(table)
+    save_figure(plot_learning_curves(seeds, summary, title), args.out / "learning_curves.png")
+    histories = {t["train_seed"]: t["history"] for t in trained}
+    save_figure(plot_lifecycle(seeds, histories, f"lifecycle decisions during training ({title})"),
+                args.out / "lifecycle.png")
+    print()
+    print(table)
+    print(f"wrote {args.out / 'results.json'}, table.md, learning_curves.png, lifecycle.png "
+          f"({config['wall_seconds']:.0f} s in all)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Cross-check with a reference agent: sb3-contrib's MaskablePPO trained on `GrowthEnv`, then evaluated greedily.
+
+Usage: make bench-sb3   (installs the two packages below into .venv when missing, then runs this script), or
+    OMP_NUM_THREADS=1 .venv/bin/python bench/bench_maskable_ppo.py [--preset short|full] [--episodes 160]
+        [--seeds 0 1 2 3 4] [--eval-seeds 2000 2001 2002 2003 2004] [--out runs/bench_maskable_ppo.json]
+Needs sb3-contrib==2.9.2 and stable-baselines3==2.9.2, which are not dependencies of the package.
+
+Setup: 4 envs (DummyVecEnv + VecNormalize(norm_obs=True, norm_reward=False)); n_steps = steps per episode
+(max_epochs - 1), so one rollout = one whole episode per env and one update = 4 episodes; batch_size = 4 * steps
+(one minibatch), 10 epochs, net_arch [256, 256], ent_coef 0.01, gamma 0.99, sb3 defaults otherwise (lr 3e-4,
+GAE lambda 0.95, clip 0.2). A run's last epoch is terminal (terminated=True): sb3 does not bootstrap there.
+The flat masks are per head (an op is allowed if some slot allows it); a sampled (slot, op) pair that the slot
+does not allow is executed as WAIT by the env and counted below as "illegal".
+Evaluation: deterministic masked actions on held-out task seeds, with each run's VecNormalize statistics frozen;
+the static host (WAIT every epoch) on the same seeds is printed for reference.
+"""
+import argparse
+import json
+import math
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from esper.simic.gym_env import GrowthEnv
+from esper.tamiyo.episode import EpisodeConfig
+
+PRESETS = {"short": dict(max_epochs=15, max_batches=30), "full": dict(max_epochs=30, max_batches=None)}
+N_ENVS = 4
+# Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (used when scipy is missing).
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+TRAIN_METRICS = ("explained_variance", "entropy_loss", "approx_kl", "clip_fraction", "value_loss",
+                 "policy_gradient_loss")
+
+
+def t975(df: int) -> float:
+    "Two-sided 95% t quantile with `df` degrees of freedom."
+    try:
+        from scipy.stats import t
+        return float(t.ppf(0.975, df))
+    except ImportError:
+        return T975[df - 1] if df <= len(T975) else 1.96
+
+
+def mean_ci(xs: list[float]) -> tuple[float, float]:
+    "Mean and half-width of its 95% confidence interval (nan for fewer than 2 values)."
+    m = statistics.fmean(xs)
+    if len(xs) < 2: return m, float("nan")
+    return m, t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+
+
+def episode_config(preset: str) -> EpisodeConfig:
+    return EpisodeConfig(**PRESETS[preset])
+
+
+def make_training_log():
+    "An sb3 callback that keeps one record per finished episode and per update (with sb3's train/ metrics)."
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    class TrainingLog(BaseCallback):
+        def __init__(self, label: str):
+            super().__init__()
+            self.label, self.episodes, self.updates = label, [], []
+            self.returns, self.illegal, self.steps = np.zeros(N_ENVS), np.zeros(N_ENVS), np.zeros(N_ENVS)
+            self.t0 = time.perf_counter()
+
+        def _on_step(self) -> bool:
+            rewards, dones, infos = self.locals["rewards"], self.locals["dones"], self.locals["infos"]
+            for i, info in enumerate(infos):
+                self.returns[i] += rewards[i]; self.steps[i] += 1; self.illegal[i] += not info["action_legal"]
+                if not dones[i]: continue
+                self.episodes.append({"final_accuracy": info["final_accuracy"], "params_added": info["params_added"],
+                                      "return": float(self.returns[i]),
+                                      "illegal_fraction": float(self.illegal[i] / self.steps[i])})
+                self.returns[i] = self.illegal[i] = self.steps[i] = 0
+            return True
+
+        def _metrics(self) -> dict[str, float]:
+            values = self.model.logger.name_to_value
+            return {k: float(values[f"train/{k}"]) for k in TRAIN_METRICS if f"train/{k}" in values}
+
+        def _on_rollout_start(self) -> None:  # sb3's train/ values of the previous update are still in the logger
+            if self.updates: self.updates[-1] |= self._metrics()
+
+        def _on_rollout_end(self) -> None:
+            last = self.episodes[-N_ENVS:]
+            rec = {"update": len(self.updates) + 1, "episodes": len(self.episodes),
+                   **{k: statistics.fmean(e[k] for e in last) for k in last[0]}}
+            self.updates.append(rec)
+            print(f"  {self.label} update {rec['update']:3d} episodes {rec['episodes']:4d} "
+                  f"acc {rec['final_accuracy']:5.1f} params+ {rec['params_added']:7.0f} return {rec['return']:6.3f} "
+                  f"illegal {rec['illegal_fraction']:.2f} ({time.perf_counter() - self.t0:.0f}s)", flush=True)
+
+        def _on_training_end(self) -> None:
+            if self.updates: self.updates[-1] |= self._metrics()
+
+    return TrainingLog
+
+
+def train(seed: int, cfg: EpisodeConfig, episodes: int):
+    "Train MaskablePPO for `episodes` episodes (rounded up to whole updates); returns (model, VecNormalize, log)."
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    steps = cfg.max_epochs - 1
+    venv = VecNormalize(DummyVecEnv([lambda: GrowthEnv(episode_config=cfg)] * N_ENVS),
+                        norm_obs=True, norm_reward=False, gamma=0.99)
+    model = MaskablePPO("MlpPolicy", venv, n_steps=steps, batch_size=N_ENVS * steps, n_epochs=10, gamma=0.99,
+                        ent_coef=0.01, policy_kwargs=dict(net_arch=[256, 256]), seed=seed, device="cpu", verbose=0)
+    log = make_training_log()(f"seed {seed}")
+    model.learn(total_timesteps=episodes * steps, callback=log)
+    return model, venv, log
+
+
+def evaluate(policy, cfg: EpisodeConfig, eval_seeds: list[int]) -> list[dict]:
+    "One episode per eval seed; `policy(obs, mask) -> action` (None: the static host, WAIT every epoch)."
+    env, rows = GrowthEnv(episode_config=cfg), []
+    wait = np.zeros(len(env.action_space.nvec), dtype=np.int64)
+    for s in eval_seeds:
+        obs, info = env.reset(seed=s)
+        ret, ops, illegal, done = 0.0, Counter(), 0, False
+        while not done:
+            action = wait if policy is None else policy(obs, env.action_masks())
+            obs, r, term, trunc, info = env.step(action)
+            ret += r; ops[info["op"]] += 1; illegal += not info["action_legal"]; done = term or trunc
+        rows.append({"eval_seed": s, "final_accuracy": info["final_accuracy"], "params_added": info["params_added"],
+                     "return": ret, "ops": dict(ops), "illegal_steps": illegal})
+    return rows
+
+
+def greedy(model, venv):
+    "Deterministic masked policy on observations normalised with the frozen training statistics."
+    venv.training = False
+    def policy(obs, mask):
+        action, _ = model.predict(venv.normalize_obs(obs[None]), deterministic=True, action_masks=mask[None])
+        return action[0]
+    return policy
+
+
+def fmt(m: float, h: float, digits: int=1) -> str:
+    return f"{m:.{digits}f}" if math.isnan(h) else f"{m:.{digits}f} ± {h:.{digits}f}"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--preset", choices=sorted(PRESETS), default="short", help="episode length and batches per epoch")
+    p.add_argument("--episodes", type=int, default=160,
+                   help="training episodes per seed (rounded up to a multiple of 4)")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="training seeds")
+    p.add_argument("--eval-seeds", type=int, nargs="+", default=[2000, 2001, 2002, 2003, 2004],
+                   help="held-out task seeds")
+    p.add_argument("--out", default="runs/bench_maskable_ppo.json", help="JSON with the config, curves and results")
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    cfg, t0 = episode_config(args.preset), time.perf_counter()
+    print(f"MaskablePPO on GrowthEnv, preset {args.preset} {PRESETS[args.preset]}, {args.episodes} episodes per seed, "
+          f"training seeds {args.seeds}, eval seeds {args.eval_seeds}", flush=True)
+
+    static = evaluate(None, cfg, args.eval_seeds)
+    runs = []
+    for seed in args.seeds:
+        model, venv, log = train(seed, cfg, args.episodes)
+        rows = evaluate(greedy(model, venv), cfg, args.eval_seeds)
+        run = {"seed": seed, "episodes": len(log.episodes), "updates": log.updates, "eval": rows,
+               "final_accuracy": statistics.fmean(r["final_accuracy"] for r in rows),
+               "params_added": statistics.fmean(r["params_added"] for r in rows)}
+        runs.append(run)
+        accs = " ".join(f"{r['eval_seed']}:{r['final_accuracy']:.1f}" for r in rows)
+        params = " ".join(f"{r['params_added']}" for r in rows)
+        ops = sum((Counter(r["ops"]) for r in rows), Counter())
+        print(f"seed {seed}: final accuracy {accs} (mean {run['final_accuracy']:.1f}) | params added {params} "
+              f"(mean {run['params_added']:.0f}) | eval ops {dict(ops)}", flush=True)
+
+    acc, params = mean_ci([r["final_accuracy"] for r in runs]), mean_ci([r["params_added"] for r in runs])
+    static_acc = mean_ci([r["final_accuracy"] for r in static])
+    print(f"MaskablePPO: final accuracy {fmt(*acc)}%  params added {fmt(*params, digits=0)}  "
+          f"(mean ± 95% CI over {len(runs)} training seeds, each the mean of {len(args.eval_seeds)} eval seeds)")
+    print(f"static host: final accuracy {fmt(*static_acc)}%  params added 0  (mean ± 95% CI over the eval seeds)")
+    out = {"config": {"preset": args.preset, **PRESETS[args.preset], "episodes": args.episodes, "seeds": args.seeds,
+                      "eval_seeds": args.eval_seeds, "n_envs": N_ENVS, "n_steps": cfg.max_epochs - 1,
+                      "batch_size": N_ENVS * (cfg.max_epochs - 1), "n_epochs": 10, "net_arch": [256, 256],
+                      "ent_coef": 0.01, "gamma": 0.99, "sb3_contrib": _version("sb3_contrib")},
+           "runs": runs, "static": static,
+           "summary": {"final_accuracy": _ci_dict(acc), "params_added": _ci_dict(params),
+                       "static_final_accuracy": _ci_dict(static_acc)},
+           "seconds": time.perf_counter() - t0}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=1))
+    print(f"wrote {args.out} ({out['seconds']:.0f}s)")
+
+
+def _ci_dict(mh: tuple[float, float]) -> dict:
+    return {"mean": mh[0], "ci95": None if math.isnan(mh[1]) else mh[1]}
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import version
+    return version(name)
+
+
+if __name__ == "__main__":
+    main()
