@@ -42,8 +42,7 @@ from esper.tasks import get_task
 
 TASK = "mnist1d"
 #: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them.
-PPO_SETTINGS = {"factored": True, "entropy_coef_start": 0.05, "entropy_coef_end": 0.01,
-                "entropy_anneal_episodes": 120}
+PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_anneal_episodes": 120}
 #: What each preset trains and evaluates on; max_batches None = every batch of the epoch.
 PRESETS = {
     "short": {"episodes": 160, "max_epochs": 15, "max_batches": 30, "n_envs": 8},   # the `make run` setting
@@ -73,8 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--train-seeds", type=nonneg_int, nargs="+", default=[0, 1, 2, 3, 4],
       help="PPO run seeds, one policy each; run k trains on task seeds k .. k + episodes - 1 (default: 0 1 2 3 4)")
     a("--eval-seeds", type=nonneg_int, nargs="+", default=[2000, 2001, 2002, 2003, 2004],
-      help="held-out task seeds of the final evaluation (default: 2000-2004). Not 1000-1002: those are the seeds "
-           "`make run` compares on, used for tuning, so results on them are not held out")
+      help="held-out task seeds of the final evaluation (default: 2000-2004). Not 1000-1002: those are the "
+           "tuning seeds (bench/learning_ablations.py), so results on them are not held out")
     a("--curve-seeds", type=nonneg_int, nargs="+", default=[1000, 1001],
       help="task seeds of the learning-curve evaluations during training (default: 1000 1001)")
     a("--eval-every", type=positive_int, default=16,

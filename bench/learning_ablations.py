@@ -14,7 +14,7 @@ Every run writes `<out>/<preset>_<variant>_<seed>.json` (its evaluation and its 
 turns such a folder into the compact `summary.json` the "Why Tamiyo learns" chapter reads.
 
     OMP_NUM_THREADS=1 python bench/learning_ablations.py --out runs/ablations --workers 16
-    python bench/learning_ablations.py --collect runs/ablations --summary nbs/tutorials/data/learning_ablations.json
+    python bench/learning_ablations.py --collect runs/ablations --summary nbs/tutorials/results/learning_ablations.json
 
 On 2 cores one variant x seed takes about 6 minutes; the chapter's data came from 16 workers on a 16-core machine.
 """
