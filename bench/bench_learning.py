@@ -32,7 +32,7 @@ import torch
 
 from esper.cli import OneLineParser, nonneg_int, positive_int
 from esper.cli.baseline import write_json_atomic
-from esper.cli.compare import make_controller
+from esper.cli.compare import make_controller, mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
 from esper.simic.seed_management import episode_seed
 from esper.simic.vectorized import train_ppo_vectorized
@@ -207,28 +207,10 @@ def baseline_job(name: str, eval_seed: int, setup: dict[str, Any]) -> dict[str, 
 
 # ----------------------------------------------------------------------------------------------- statistics
 
-#: Two-sided 95% quantiles of Student's t (0.975 quantile) for 1-30 degrees of freedom.
-_T975 = (12.7062, 4.3027, 3.1824, 2.7764, 2.5706, 2.4469, 2.3646, 2.3060, 2.2622, 2.2281, 2.2010, 2.1788, 2.1604,
-         2.1448, 2.1314, 2.1199, 2.1098, 2.1009, 2.0930, 2.0860, 2.0796, 2.0739, 2.0687, 2.0639, 2.0595, 2.0555,
-         2.0518, 2.0484, 2.0452, 2.0423)
-
-
-def t975(df: int) -> float:
-    "Student's t 0.975 quantile: the table up to 30 degrees of freedom, the Cornish-Fisher expansion beyond."
-    if df < 1: raise ValueError(f"degrees of freedom must be >= 1 (got {df})")
-    if df <= len(_T975): return _T975[df - 1]
-    z = 1.959963984540054
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    return z + g1 / df + g2 / df**2 + g3 / df**3
-
-
 def mean_ci(xs: list[float]) -> tuple[float, float|None]:
     "Mean and the half-width of its 95% t confidence interval (None from a single value)."
-    m = statistics.fmean(xs)
-    if len(xs) < 2: return m, None
-    return m, t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+    m, half = mean_ci95(xs)
+    return m, (half if len(xs) > 1 else None)
 
 
 def _mean(rows: list[dict[str, Any]], key: str) -> float:
