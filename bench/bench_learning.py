@@ -62,13 +62,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="bench_learning.py")
     a = ap.add_argument
     a("--preset", choices=tuple(PRESETS), default="short",
-      help="short: the `make run` setting (15 epochs x 30 batches, 160 episodes, 4 envs); "
+      help="short: the `make run` setting (15 epochs x 30 batches, 160 episodes, 8 envs); "
            "full: 30-epoch episodes on every batch, same PPO settings (default: short)")
     a("--episodes", type=positive_int, default=None, help="PPO training episodes per training seed (preset: 160)")
     a("--max-epochs", type=positive_int, default=None, help="epochs per episode, >= 2 (short: 15, full: 30)")
     a("--max-batches", type=nonneg_int, default=None,
       help="training batches per epoch, 0 = every batch (short: 30, full: every batch)")
-    a("--n-envs", type=positive_int, default=None, help="episodes per PPO update, stepped in lockstep (preset: 4)")
+    a("--n-envs", type=positive_int, default=None, help="episodes per PPO update, stepped in lockstep (preset: 8)")
     a("--train-seeds", type=nonneg_int, nargs="+", default=[0, 1, 2, 3, 4],
       help="PPO run seeds, one policy each; run k trains on task seeds k .. k + episodes - 1 (default: 0 1 2 3 4)")
     a("--eval-seeds", type=nonneg_int, nargs="+", default=[2000, 2001, 2002, 2003, 2004],
@@ -118,6 +118,11 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         args.schedules = [schedule_name(s) for s in args.schedules]
     except ValueError as e:
         ap.error(f"--schedules: {e}")
+    try:  # the results are written after the runs: make sure they can be, once the arguments hold, before any work starts
+        args.out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=args.out): pass
+    except OSError as e:
+        ap.error(f"--out {args.out} is not a writable folder ({e.strerror or e})")
     return args
 
 

@@ -15,9 +15,9 @@ Evaluation: deterministic masked actions on held-out task seeds, with each run's
 the static host (WAIT every epoch) on the same seeds is printed for reference.
 """
 import argparse
-import json
 import math
 import statistics
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,32 +25,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from esper.cli.baseline import write_json_atomic
+from esper.cli.compare import mean_ci95
 from esper.simic.gym_env import GrowthEnv
 from esper.tamiyo.episode import EpisodeConfig
 
 PRESETS = {"short": dict(max_epochs=15, max_batches=30), "full": dict(max_epochs=30, max_batches=None)}
 N_ENVS = 4
-# Two-sided 95% Student-t quantiles t_{0.975, df} for df = 1..30 (used when scipy is missing).
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 TRAIN_METRICS = ("explained_variance", "entropy_loss", "approx_kl", "clip_fraction", "value_loss",
                  "policy_gradient_loss")
 
 
-def t975(df: int) -> float:
-    "Two-sided 95% t quantile with `df` degrees of freedom."
-    try:
-        from scipy.stats import t
-        return float(t.ppf(0.975, df))
-    except ImportError:
-        return T975[df - 1] if df <= len(T975) else 1.96
-
-
 def mean_ci(xs: list[float]) -> tuple[float, float]:
     "Mean and half-width of its 95% confidence interval (nan for fewer than 2 values)."
-    m = statistics.fmean(xs)
-    if len(xs) < 2: return m, float("nan")
-    return m, t975(len(xs) - 1) * statistics.stdev(xs) / math.sqrt(len(xs))
+    m, half = mean_ci95(xs)
+    return m, (half if len(xs) > 1 else float("nan"))
 
 
 def episode_config(preset: str) -> EpisodeConfig:
@@ -155,6 +144,11 @@ def main():
                    help="held-out task seeds")
     p.add_argument("--out", default="runs/bench_maskable_ppo.json", help="JSON with the config, curves and results")
     args = p.parse_args()
+    try:  # the results are written after training: make sure they can be, before any work starts
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=Path(args.out).parent): pass
+    except OSError as e:
+        p.error(f"--out {args.out}: cannot write there ({e.strerror or e})")
     torch.set_num_threads(1)
     cfg, t0 = episode_config(args.preset), time.perf_counter()
     print(f"MaskablePPO on GrowthEnv, preset {args.preset} {PRESETS[args.preset]}, {args.episodes} episodes per seed, "
@@ -188,8 +182,7 @@ def main():
            "summary": {"final_accuracy": _ci_dict(acc), "params_added": _ci_dict(params),
                        "static_final_accuracy": _ci_dict(static_acc)},
            "seconds": time.perf_counter() - t0}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=1))
+    write_json_atomic(Path(args.out), out)
     print(f"wrote {args.out} ({out['seconds']:.0f}s)")
 
 
