@@ -42,6 +42,9 @@ def add_parser(subparsers) -> None:
     a = p.add_argument
     a("--vectorized", action="store_true", help="run --n-envs environments in lockstep (one PPO update per batch)")
     a("--n-envs", type=positive_int, default=4, help="environments per batch with --vectorized (default: 4)")
+    a("--workers", type=nonneg_int, default=None,
+      help="worker processes that step the environments with --vectorized; 0 steps them in this process "
+           "(default: one per available core, at most --n-envs)")
     a("--n-episodes", "--episodes", dest="episodes", type=positive_int, default=100, help="episodes in total (default: 100)")
     a("--max-epochs", type=positive_int, default=25, help="epochs per episode, >= 2 (default: 25)")
     a("--update-every", type=positive_int, default=5, help="episodes per PPO update without --vectorized (default: 5)")
@@ -75,6 +78,7 @@ def run(args) -> int:
     from esper.simic.vectorized import train_ppo_vectorized   # simic is imported only when PPO is asked for
     from esper.simic.training import train_ppo
     from esper.simic.normalizers import RewardNormalizer
+    from esper.simic.workers import default_workers
     from esper.tamiyo.episode import EpisodeConfig
     print(annealing_line(args.entropy_coef, args.entropy_coef_start, args.entropy_coef_end, args.entropy_anneal_episodes), flush=True)
     hub = make_hub(args.telemetry_dir, args.telemetry_level, console=False) if args.telemetry_dir else TelemetryHub("off")
@@ -85,11 +89,20 @@ def run(args) -> int:
               seed=args.seed, save_path=args.save, resume=args.resume, checkpoint_every=args.checkpoint_every, hub=hub,
               episode_config=EpisodeConfig(host=args.host, max_batches=args.max_batches), progress=not args.no_progress,
               ppo_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else None)
+    if args.workers is not None and not args.vectorized:
+        print("esper-train ppo: error: --workers needs --vectorized", file=sys.stderr); return 2
+    workers = default_workers(args.n_envs) if args.workers is None else args.workers
     try:
-        if args.vectorized: agent, hist = train_ppo_vectorized(n_envs=args.n_envs, devices=args.devices, **kw)
+        if args.vectorized:
+            print(f"stepping {args.n_envs} environments " + (f"in {min(workers, args.n_envs)} worker processes" if workers
+                                                             else "in this process"), flush=True)
+            agent, hist = train_ppo_vectorized(n_envs=args.n_envs, devices=args.devices, workers=workers, **kw)
         else: agent, hist = train_ppo(update_every=args.update_every, **kw)
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"esper-train ppo: error: {e}", file=sys.stderr); return 1
+    except KeyboardInterrupt:
+        kept = f"; {args.save} holds the last whole batch (continue with --resume {args.save})" if args.save else ""
+        print(f"esper-train ppo: interrupted{kept}", file=sys.stderr); return 130
     finally:
         hub.close()
     if hist:

@@ -17,10 +17,10 @@ from gymnasium import spaces
 from ..leyline import HEAD_NAMES, LifecycleOp
 from ..tamiyo.episode import Episode, EpisodeConfig
 from ..tamiyo.signals import TamiyoAction
-from ..tasks import get_task
 from .env import state_dim, action_dim, obs_to_state, action_masks, decode_action, step_reward
 from .rewards import RewardConfig
 from .vectorized import n_slots_of
+from .parallel_env_state import task_with_shuffle
 
 # %% ../../nbs/simic/28_gym_env.ipynb #6664260e
 def _flat_mask(masks: dict[str, torch.Tensor]) -> np.ndarray:
@@ -32,10 +32,6 @@ def _is_legal(masks: dict[str, torch.Tensor], heads: dict[str, int]) -> bool:
     if heads["op"] == LifecycleOp.WAIT: return True
     return bool(masks["op|slot"][heads["slot"], heads["op"]] and masks["blueprint"][heads["blueprint"]]
                 and masks["blend"][heads["blend"]])
-
-def _named_task(name: str, seed: int) -> Any:
-    "The default task factory: task `name` with data shuffle `seed` (a module-level function, so envs pickle)."
-    return get_task(name, shuffle_seed=seed)
 
 # %% ../../nbs/simic/28_gym_env.ipynb #c98b3609
 class GrowthEnv(gymnasium.Env):
@@ -54,7 +50,7 @@ class GrowthEnv(gymnasium.Env):
             raise ValueError(f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {self.cfg.max_epochs})")
         if rollback_penalty < 0: raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
         self.reward_config, self.rollback_penalty, self.device = reward_config, rollback_penalty, device
-        self.task_factory = task_factory or partial(_named_task, task)
+        self.task_factory = task_factory or partial(task_with_shuffle, task)  # module-level: envs pickle
         with torch.random.fork_rng(devices=[]):  # building a throwaway host must not move the global torch RNG
             self.n_slots = n_slots_of(self.task_factory(0), self.cfg)
         sizes = action_dim(self.n_slots, factored=True)

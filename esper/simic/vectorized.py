@@ -7,6 +7,7 @@ __all__ = ['run_epoch_lockstep', 'run_lockstep', 'PPORollout', 'n_slots_of', 'pp
 
 # %% ../../nbs/simic/25_vectorized.ipynb #f1d34a49
 import math
+from functools import partial
 import statistics
 import time
 from collections import Counter
@@ -19,13 +20,12 @@ from tqdm import tqdm
 
 from ..kasmina import MorphogeneticModel
 from ..tamiyo.episode import EpisodeConfig, EpisodeResult
-from ..tasks import get_task
 from ..tolaria import seed_everything
 from .ppo import PPOAgent
 from .normalizers import RunningMeanStd
 from .rewards import RewardConfig
-from .env import state_dim, action_dim, act, normalize_states, step_reward
-from .parallel_env_state import ParallelEnvState, make_env_states
+from .env import state_dim, action_dim, act
+from .parallel_env_state import ParallelEnvState, make_env_states, task_with_shuffle
 from .seed_management import episode_seed, calculate_entropy_anneal_steps, run_ppo_update
 from .emitters import (emit_training_started, emit_episode_completed, emit_ppo_update, emit_anomalies,
                                   emit_batch_completed, emit_checkpoint, emit_training_completed)
@@ -38,9 +38,10 @@ def run_epoch_lockstep(
     actions: list[Any],             # one TamiyoAction (or None before epoch 1) per env
 ) -> None:
     "Apply the actions, train one epoch in all envs one data step at a time, end the epochs; sets `env.obs`."
+    iters = []
     for e, a in zip(envs, actions):
-        with e.rng(): e.episode.begin_epoch(a)   # germination draws from the env's own RNG
-    iters = [iter(e.episode.task.train_loader) for e in envs]
+        with e.rng():  # germination, and a DataLoader's base seed, draw from the env's own RNG, never the trainer's
+            e.episode.begin_epoch(a); iters.append(iter(e.episode.task.train_loader))
     cap, live, step = envs[0].episode.cfg.max_batches, list(range(len(envs))), 0
     while live and (cap is None or step < cap):
         for i in tuple(live):                   # one batch per env: each in its own stream on CUDA
@@ -48,7 +49,8 @@ def run_epoch_lockstep(
             if batch is None: live.remove(i); continue
             envs[i].episode.train_batch(*batch)
         step += 1
-    for e in envs: e.obs = e.episode.end_epoch()
+    for e in envs:
+        with e.rng(): e.obs = e.episode.end_epoch()   # validation loaders draw base seeds too
 
 def run_lockstep(
     envs: list[ParallelEnvState],                          # fresh envs (not started)
@@ -82,9 +84,9 @@ class PPORollout:
 
     def record(self, envs: list[ParallelEnvState]) -> None:
         "Reward each env's last step and store its transition; the run's own last epoch is terminal (no bootstrap)."
-        ag, last = self.agent, envs[0].episode.done
+        ag, last = self.agent, envs[0].done
         for e in envs:
-            terms = step_reward(e.episode, self.reward_config, self.rollback_penalty)
+            terms = e.reward_terms(self.reward_config, self.rollback_penalty)
             e.add_reward(terms)
             d = e.pending
             ag.store_transition(d.state, d.action, d.log_prob, d.value, terms["total"], done=last, action_mask=d.mask,
@@ -124,15 +126,17 @@ def ppo_training_loop(
     save_path: str|None=None, resume: str|None=None, checkpoint_every: int=1, hub: Any=None,
     reward_config: RewardConfig|None=None, rollback_penalty: float=0.1, episode_config: EpisodeConfig|None=None,
     task_factory: Callable[[int], Any]|None=None, ppo_kwargs: dict|None=None, progress: bool=False,
-    on_update: Callable[[PPOAgent, dict[str, Any]], None]|None=None,
+    on_update: Callable[[PPOAgent, dict[str, Any]], None]|None=None, workers: int=0,
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "The PPO training loop behind `train_ppo_vectorized` and `train_ppo` (see their docs)."
+    if not isinstance(workers, int) or workers < 0: raise ValueError(f"workers must be an integer >= 0 (got {workers!r})")
+    if workers and not parallel: raise ValueError("workers need the vectorized trainer (parallel=True)")
     for name, v in (("n_episodes", n_episodes), ("episodes_per_update", episodes_per_update),
                     ("max_epochs", max_epochs), ("checkpoint_every", checkpoint_every)):
         if not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be an integer >= 1 (got {v!r})")
     if max_epochs < 2: raise ValueError(f"max_epochs must be >= 2 for PPO (one decision needs two epochs; got {max_epochs})")
     cfg = replace(episode_config or EpisodeConfig(), max_epochs=max_epochs)
-    task_factory = task_factory or (lambda s: get_task(task, shuffle_seed=s))
+    task_factory = task_factory or partial(task_with_shuffle, task)
     n_slots = n_slots_of(task_factory(seed), cfg)
     seed_everything(seed)
     steps = calculate_entropy_anneal_steps(entropy_anneal_episodes, episodes_per_update)
@@ -153,31 +157,42 @@ def ppo_training_loop(
     n_batches, t0 = math.ceil(n_episodes / episodes_per_update), time.perf_counter()
     bar = tqdm(total=n_batches, initial=start, desc="PPO batches", unit="batch", disable=not progress, dynamic_ncols=True)
     rollout = PPORollout(agent, reward_config, rollback_penalty)
-    for b in range(start, n_batches):
-        first = b * episodes_per_update
-        seeds = [episode_seed(seed, first + i) for i in range(min(episodes_per_update, n_episodes - first))]
-        envs = make_env_states(task_factory, cfg, seeds, devices if parallel else [device], hub, b * max_epochs)
-        agent.reset_hidden()
-        if parallel: results = run_lockstep(envs, rollout.decide, rollout.record, hub)
-        else: results = [run_lockstep([e], rollout.decide, rollout.record, hub)[0] for e in envs]
-        for e, r in zip(envs, results):
-            emit_episode_completed(hub, e.env_id, first + e.env_id, e.episode_return, r, e.reward_sums, (b + 1) * max_epochs)
-        coef = agent.get_entropy_coef()
-        metrics = run_ppo_update(agent)
-        rec = _batch_record(b, first + len(envs), results, envs, coef, metrics, history)
-        if on_update is not None:  # e.g. a greedy evaluation; its RNG draws must not change the training run
-            rng = capture_rng(); on_update(agent, rec); restore_rng(rng)
-        history.append(rec)
-        emit_ppo_update(hub, metrics | {"entropy_coef": coef}, b); emit_anomalies(hub, metrics, b); emit_batch_completed(hub, rec, b)
-        if progress:
-            bar.update(1); bar.set_postfix(acc=f"{rec['avg_accuracy']:.1f}", ret=f"{rec['avg_reward']:.3f}"); bar.write(_fmt(rec))
-        if save_path is not None and ((b + 1) % checkpoint_every == 0 or b + 1 == n_batches):
-            save_training_checkpoint(save_path, agent, {"batches_done": b + 1, "history": history, "config": run_cfg,
-                                                        "rng": capture_rng()})
-            emit_checkpoint(hub, save_path, b)
-    bar.close()
+    pool = None
+    if workers:  # imported here: the worker module builds on this one
+        from .workers import ProcessEnvPool
+        pool = ProcessEnvPool(min(workers, episodes_per_update), task_factory, cfg, devices, reward_config,
+                              rollback_penalty, collect_events=hub is not None)
+    try:
+        for b in range(start, n_batches):
+            first = b * episodes_per_update
+            seeds = [episode_seed(seed, first + i) for i in range(min(episodes_per_update, n_episodes - first))]
+            agent.reset_hidden()
+            if pool is not None: envs, results = pool.run_lockstep(seeds, rollout.decide, rollout.record, hub, b * max_epochs)
+            else:
+                envs = make_env_states(task_factory, cfg, seeds, devices if parallel else [device], hub, b * max_epochs)
+                if parallel: results = run_lockstep(envs, rollout.decide, rollout.record, hub)
+                else: results = [run_lockstep([e], rollout.decide, rollout.record, hub)[0] for e in envs]
+            for e, r in zip(envs, results):
+                emit_episode_completed(hub, e.env_id, first + e.env_id, e.episode_return, r, e.reward_sums, (b + 1) * max_epochs)
+            coef = agent.get_entropy_coef()
+            metrics = run_ppo_update(agent)
+            rec = _batch_record(b, first + len(envs), results, envs, coef, metrics, history)
+            if on_update is not None:  # e.g. a greedy evaluation; its RNG draws must not change the training run
+                rng = capture_rng(); on_update(agent, rec); restore_rng(rng)
+            history.append(rec)
+            emit_ppo_update(hub, metrics | {"entropy_coef": coef}, b); emit_anomalies(hub, metrics, b); emit_batch_completed(hub, rec, b)
+            if progress:
+                bar.update(1); bar.set_postfix(acc=f"{rec['avg_accuracy']:.1f}", ret=f"{rec['avg_reward']:.3f}"); bar.write(_fmt(rec))
+            if save_path is not None and ((b + 1) % checkpoint_every == 0 or b + 1 == n_batches):
+                save_training_checkpoint(save_path, agent, {"batches_done": b + 1, "history": history, "config": run_cfg,
+                                                            "rng": capture_rng()})
+                emit_checkpoint(hub, save_path, b)
+    finally:  # on an error or Ctrl-C too: no worker outlives the run, and the last checkpoint is a whole one
+        if pool is not None: pool.close()
+        bar.close()
     emit_training_completed(hub, history, time.perf_counter() - t0)
     return agent, history
+
 
 # %% ../../nbs/simic/25_vectorized.ipynb #e6e0a28e
 def train_ppo_vectorized(
@@ -204,10 +219,11 @@ def train_ppo_vectorized(
     ppo_kwargs: dict|None=None,     # more PPOAgent arguments (n_epochs, batch_size, hidden_dim, ...)
     progress: bool=False,           # tqdm bar per batch plus a metrics line per batch
     on_update: Callable[[PPOAgent, dict[str, Any]], None]|None=None, # called after each update with the batch record (may add keys)
+    workers: int=0,                 # worker processes that step the envs (0: all in this process); see `esper.simic.workers`
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "Train PPO-Tamiyo over `n_envs` host-training runs in lockstep; returns the agent and the per-batch history."
     if not isinstance(n_envs, int) or n_envs < 1: raise ValueError(f"n_envs must be an integer >= 1 (got {n_envs!r})")
     return ppo_training_loop(n_episodes, n_envs, True, max_epochs, task, device, devices or [device], lr, clip_ratio, gamma,
                              entropy_coef, entropy_coef_start, entropy_coef_end, entropy_anneal_episodes, factored,
                              recurrent, seed, save_path, resume, checkpoint_every, hub, reward_config, rollback_penalty,
-                             episode_config, task_factory, ppo_kwargs, progress, on_update=on_update)
+                             episode_config, task_factory, ppo_kwargs, progress, on_update=on_update, workers=workers)

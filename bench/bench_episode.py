@@ -1,0 +1,122 @@
+"""Where one PPO training episode's time goes, and how fast episodes run.
+
+Usage: .venv/bin/python bench/bench_episode.py [--envs 4] [--max-epochs 15] [--max-batches 30] [--repeats 5]
+                                               [--out bench/results/episode] [--no-plot]
+
+It trains `--envs` episodes in lockstep with one PPO update (`train_ppo_vectorized`, in this process, the
+short preset by default) `--repeats` times and prints the median and best seconds per episode and
+host-training samples/s (episodes x epochs x batches x batch size, over the whole wall time). Then one more
+run under cProfile splits the time into host forward, backward, optimizer steps, gradient statistics, data
+feeding, validation, counterfactual passes, telemetry, policy (features and forward), PPO update, episode
+setup and the rest; `profile.json` and `profile.png` go to `--out`.
+Run it with OMP_NUM_THREADS=1 (the hosts are tiny; more threads only contend).
+"""
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from esper.simic.vectorized import train_ppo_vectorized
+from esper.tamiyo.episode import EpisodeConfig
+from esper.tasks import get_task
+
+# category -> (file suffix, function name[, caller file suffix, caller function]): cumulative time of that
+# function, optionally only what it spent when called from the given caller.
+PARTS = {
+    "host forward": ("torch/nn/modules/module.py", "_wrapped_call_impl", "esper/tolaria/trainer.py", "train_step"),
+    "backward": ("torch/_tensor.py", "backward"),
+    "optimizer steps": ("torch/optim/optimizer.py", "wrapper", "esper/tolaria/trainer.py", "train_step"),
+    "zero_grad": ("torch/optim/optimizer.py", "zero_grad"),
+    "gradient statistics": ("esper/tamiyo/episode.py", "__call__"),
+    "validation": ("esper/tolaria/governor.py", "validate"),
+    "counterfactual": ("esper/kasmina/model.py", "counterfactual"),
+    "telemetry": ("esper/nissa/hub.py", "emit"),
+    "policy (features, forward)": ("esper/simic/env.py", "act"),
+    "PPO update": ("esper/simic/seed_management.py", "run_ppo_update"),
+    "episode setup": ("esper/tamiyo/episode.py", "start"),
+}
+
+
+def _find(stats: dict, suffix: str, name: str):
+    return [k for k in stats if k[0].replace(os.sep, "/").endswith(suffix) and k[2] == name]
+
+
+def breakdown(prof: cProfile.Profile, total: float) -> dict[str, float]:
+    "Seconds per category from a profile; 'data feeding' is the time spent producing batches, 'other' the rest."
+    st = pstats.Stats(prof).stats  # (file, line, func) -> (cc, nc, tt, ct, callers)
+    out = {}
+    for part, spec in PARTS.items():
+        keys = _find(st, spec[0], spec[1])
+        if len(spec) == 2: out[part] = sum(st[k][3] for k in keys)
+        else:
+            callers = _find(st, spec[2], spec[3])
+            out[part] = sum(st[k][4].get(c, (0, 0, 0, 0))[3] for k in keys for c in callers)
+    # data feeding: producing batches (TensorBatches.__iter__ or DataLoader.__next__); the few validation batches
+    # are counted here and in "validation"/"counterfactual" alike
+    feed = _find(st, "esper/tasks/__init__.py", "__iter__") + _find(st, "torch/utils/data/dataloader.py", "__next__")
+    out["data feeding"] = sum(st[k][3] for k in feed)
+    out["other"] = max(0.0, total - sum(out.values()))
+    return out
+
+
+def run(envs: int, max_epochs: int, max_batches: int) -> float:
+    t0 = time.perf_counter()
+    train_ppo_vectorized(n_episodes=envs, n_envs=envs, max_epochs=max_epochs, episode_config=EpisodeConfig(max_batches=max_batches))
+    return time.perf_counter() - t0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--envs", type=int, default=4)
+    p.add_argument("--max-epochs", type=int, default=15)
+    p.add_argument("--max-batches", type=int, default=30)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--out", default="bench/results/episode")
+    p.add_argument("--no-plot", action="store_true")
+    a = p.parse_args()
+    for name in ("envs", "max_epochs", "max_batches", "repeats"):
+        if getattr(a, name) < 1: sys.exit(f"bench_episode: --{name.replace('_', '-')} must be >= 1 (got {getattr(a, name)})")
+    out = Path(a.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True); tempfile.TemporaryFile(dir=out).close()
+    except OSError as e: sys.exit(f"bench_episode: cannot write to --out {out}: {e.strerror or e}")
+    bs = get_task("mnist1d").config.batch_size
+    samples = a.envs * a.max_epochs * a.max_batches * bs
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); {a.envs} episodes of {a.max_epochs} epochs x "
+          f"{a.max_batches} batches of {bs}, one PPO update, {a.repeats} repeats", flush=True)
+    run(1, 2, 2)  # warm-up: data cache, first optimizer's one-off imports
+    times = [run(a.envs, a.max_epochs, a.max_batches) for _ in range(a.repeats)]
+    med, best = statistics.median(times), min(times)
+    print(f"seconds per episode: median {med / a.envs:.3f}, best {best / a.envs:.3f}; "
+          f"host-training samples/s: median {samples / med:,.0f}, best {samples / best:,.0f}", flush=True)
+    prof = cProfile.Profile(); t0 = time.perf_counter(); prof.enable()
+    run(a.envs, a.max_epochs, a.max_batches)
+    prof.disable(); total = time.perf_counter() - t0
+    parts = breakdown(prof, total)
+    print(f"profiled run (cProfile adds overhead): {total:.2f} s")
+    for k, v in sorted(parts.items(), key=lambda kv: -kv[1]): print(f"  {k:<28} {v:7.2f} s  {100 * v / total:5.1f}%")
+    res = {"torch": torch.__version__, "threads": torch.get_num_threads(), "envs": a.envs, "max_epochs": a.max_epochs,
+           "max_batches": a.max_batches, "batch_size": bs, "seconds": times, "seconds_per_episode_median": med / a.envs,
+           "samples_per_s_median": samples / med, "profiled_seconds": total, "breakdown_seconds": parts}
+    (out / "profile.json").write_text(json.dumps(res, indent=1))
+    if not a.no_plot:
+        import matplotlib; matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        items = sorted(parts.items(), key=lambda kv: kv[1])
+        fig, ax = plt.subplots(figsize=(6.5, 3.6))
+        ax.barh([k for k, _ in items], [100 * v / total for _, v in items], color="tab:blue")
+        ax.set(xlabel="% of the profiled run", title=f"one batch of {a.envs} episodes: where the time goes")
+        plt.tight_layout(); fig.savefig(out / "profile.png", dpi=110)
+    print(f"wrote {out / 'profile.json'}" + ("" if a.no_plot else f" and {out / 'profile.png'}"))
+
+
+if __name__ == "__main__":
+    main()
