@@ -8,9 +8,9 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.esper-installed
 # The main job: PPO-Tamiyo on the impaired MNIST-1D host, then a comparison on held-out seeds.
-PPO_EPISODES ?= 160
+PPO_EPISODES ?= 320
 PPO_FLAGS ?= --vectorized --n-envs 8 --max-epochs 15 --max-batches 30 \
-	--entropy-coef-start 0.05 --entropy-coef-end 0.01 --entropy-anneal-episodes 120 --seed 0
+	--entropy-coef-start 0.05 --entropy-coef-end 0.01 --entropy-anneal-episodes 240 --seed 0
 EVAL_SEEDS ?= 2000 2001 2002
 
 .PHONY: install run bench-learning bench-learning-full test check-export nbdev-test pytest lab docs readme export

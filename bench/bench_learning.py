@@ -42,11 +42,11 @@ from esper.tasks import get_task
 
 TASK = "mnist1d"
 #: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them.
-PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_anneal_episodes": 120}
+PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_anneal_episodes": 240}
 #: What each preset trains and evaluates on; max_batches None = every batch of the epoch.
 PRESETS = {
-    "short": {"episodes": 160, "max_epochs": 15, "max_batches": 30, "n_envs": 8},   # the `make run` setting
-    "full": {"episodes": 160, "max_epochs": 30, "max_batches": None, "n_envs": 8},   # whole 30-epoch host runs
+    "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8},   # the `make run` setting
+    "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8},   # whole 30-epoch host runs
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise")
@@ -62,9 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="bench_learning.py")
     a = ap.add_argument
     a("--preset", choices=tuple(PRESETS), default="short",
-      help="short: the `make run` setting (15 epochs x 30 batches, 160 episodes, 8 envs); "
+      help="short: the `make run` setting (15 epochs x 30 batches, 320 episodes, 8 envs); "
            "full: 30-epoch episodes on every batch, same PPO settings (default: short)")
-    a("--episodes", type=positive_int, default=None, help="PPO training episodes per training seed (preset: 160)")
+    a("--episodes", type=positive_int, default=None, help="PPO training episodes per training seed (preset: 320)")
     a("--max-epochs", type=positive_int, default=None, help="epochs per episode, >= 2 (short: 15, full: 30)")
     a("--max-batches", type=nonneg_int, default=None,
       help="training batches per epoch, 0 = every batch (short: 30, full: every batch)")
