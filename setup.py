@@ -12,6 +12,7 @@ cfg = config["DEFAULT"]
 
 requirements = cfg.get("requirements", "").split()
 dev_requirements = cfg.get("dev_requirements", "").split()
+ray_requirements = cfg.get("ray_requirements", "").split()
 console_scripts = cfg.get("console_scripts", "").split()
 
 setuptools.setup(
@@ -28,7 +29,7 @@ setuptools.setup(
     include_package_data=True,
     python_requires=">=" + cfg["min_python"],
     install_requires=requirements,
-    extras_require={"dev": dev_requirements},
+    extras_require={"dev": dev_requirements + ray_requirements, "ray": ray_requirements},
     entry_points={"console_scripts": console_scripts, "nbdev": [f"{cfg['lib_path']}={cfg['lib_path']}._modidx:d"]},
     keywords=cfg.get("keywords", "").split(),
     classifiers=[

@@ -14,6 +14,7 @@ Run it with OMP_NUM_THREADS=1.
 import argparse
 import json
 import platform
+import shlex
 import sys
 import tempfile
 import time
@@ -77,7 +78,7 @@ def main():
         ref = ref or rate
         rows.append({"workers": w, "seconds_per_batch": per_batch, "samples_per_s": rate, "speedup": rate / ref, "wall_s": wall})
         print(f"{w:>7} {per_batch:>8.2f} {rate:>10,.0f} {rate / ref:>8.2f} {wall:>7.1f}", flush=True)
-    cmd = "OMP_NUM_THREADS=1 python bench/bench_workers.py " + " ".join(sys.argv[1:])
+    cmd = "OMP_NUM_THREADS=1 python bench/bench_workers.py " + shlex.join(sys.argv[1:])
     res = {"command": cmd.strip(), "machine": machine, "torch": torch.__version__, "envs": a.envs, "batches": a.batches,
            "max_epochs": a.max_epochs, "max_batches": a.max_batches, "batch_size": bs, "rows": rows,
            "same_history_for_every_worker_count": True}

@@ -17,7 +17,7 @@ from ..tasks import HOST_PRESETS, TASK_NAMES
 
 # %% ../../nbs/cli/03_ppo.ipynb #9405891d
 def annealing_line(entropy_coef: float, start: float|None, end: float|None, anneal_episodes: int) -> str:
-    "Seed 000 Task 6's line: the schedule the agent will actually follow."
+    "The line printed before training: the entropy schedule the agent will actually follow."
     from esper.simic.annealing import EntropySchedule
     s = EntropySchedule(entropy_coef, start, end, int(anneal_episodes > 0))
     if anneal_episodes > 0: return f"Entropy annealing: {s.start} -> {s.end} over {anneal_episodes} episodes"
@@ -45,6 +45,11 @@ def add_parser(subparsers) -> None:
     a("--workers", type=nonneg_int, default=None,
       help="worker processes that step the environments with --vectorized; 0 steps them in this process "
            "(default: one per available core, at most --n-envs)")
+    a("--backend", choices=("process", "ray"), default="process",
+      help="where the workers run: process (this machine) or ray (Ray actors, local or on a cluster; "
+           "needs pip install 'esper[ray]') (default: process)")
+    a("--ray-address", default=None, metavar="ADDRESS",
+      help="Ray cluster to join with --backend ray, e.g. auto or ray://HOST:10001 (default: start a local Ray instance)")
     a("--n-episodes", "--episodes", dest="episodes", type=positive_int, default=100, help="episodes in total (default: 100)")
     a("--max-epochs", type=positive_int, default=25, help="epochs per episode, >= 2 (default: 25)")
     a("--update-every", type=positive_int, default=5, help="episodes per PPO update without --vectorized (default: 5)")
@@ -94,9 +99,11 @@ def run(args) -> int:
     workers = default_workers(args.n_envs) if args.workers is None else args.workers
     try:
         if args.vectorized:
-            print(f"stepping {args.n_envs} environments " + (f"in {min(workers, args.n_envs)} worker processes" if workers
-                                                             else "in this process"), flush=True)
-            agent, hist = train_ppo_vectorized(n_envs=args.n_envs, devices=args.devices, workers=workers, **kw)
+            where = (f"in {min(workers, args.n_envs)} " + ("Ray actors" if args.backend == "ray" else "worker processes")
+                     if workers else "in this process")
+            print(f"stepping {args.n_envs} environments {where}", flush=True)
+            agent, hist = train_ppo_vectorized(n_envs=args.n_envs, devices=args.devices, workers=workers,
+                                               backend=args.backend, ray_address=args.ray_address, **kw)
         else: agent, hist = train_ppo(update_every=args.update_every, **kw)
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"esper-train ppo: error: {e}", file=sys.stderr); return 1

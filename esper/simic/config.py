@@ -57,7 +57,7 @@ class TrainingConfig:
     batch_size: int = DEFAULT_BATCH_SIZE
     target_kl: float|None = DEFAULT_TARGET_KL   # None: never stop early
     weight_decay: float = 0.0                   # critic only
-    # Entropy (seed 000 schedule + seed 001 floor; see the annealing chapter)
+    # Entropy (linear schedule + floor; see the annealing chapter)
     entropy_coef: float = DEFAULT_ENTROPY_COEF
     entropy_coef_start: float|None = None
     entropy_coef_end: float|None = None

@@ -208,7 +208,7 @@ class PPOAgent:
                                  "pass bootstrap_value= or final_state=")
             bootstrap_value = self.get_value(final_state, env_id)
         masks = self._as_masks(action_mask, 1)
-        if self.reward_normalizer is not None:  # scale by the running std of rewards (the raw reward keeps its meaning upstream)
+        if self.reward_normalizer is not None:  # scale by the running std of rewards (only the stored copy is scaled)
             reward = self.reward_normalizer.update_and_normalize(float(reward))
         return dict(state=self._as_states(state).detach().reshape(self.state_dim), action=self._as_action(action),
                     log_prob=float(log_prob), value=float(value), reward=float(reward), done=bool(done),
@@ -226,7 +226,7 @@ class PPOAgent:
 
     def store_recurrent_transition(self, state, action, log_prob, value, reward, done, action_mask=None, env_id: int=0,
                                    truncated: bool=False, bootstrap_value: float|None=None, final_state=None):
-        "Seed 001's name for storing one step of a recurrent policy's env `env_id`."
+        "Store one step of a recurrent policy's env `env_id` (`store_transition` for a recurrent agent)."
         if not self.recurrent: raise ValueError("store_recurrent_transition needs PPOAgent(recurrent=True)")
         self.store_transition(state, action, log_prob, value, reward, done, action_mask, truncated,
                               bootstrap_value, final_state, env_id)
@@ -349,7 +349,7 @@ class UpdateStats:
         self.rows.append({**{k: v for k, v in out.items() if k != "loss" and k != "finite"},
                           "total_loss": out["loss"].detach(), "grad_norm": grad_norm.detach()})
         self.epoch_kl.append(out["approx_kl"]); self.finite.append(out["finite"])
-        if debug and logratio is not None:  # seed 001 Task 1: NaN/Inf breakdown only when asked for
+        if debug and logratio is not None:  # NaN/Inf breakdown only when asked for
             self.debug.append(torch.stack([logratio.isnan().any(), logratio.exp().isinf().any()]))
 
     def end_epoch(self, epoch: int, target_kl: float|None) -> bool:

@@ -126,11 +126,13 @@ def ppo_training_loop(
     save_path: str|None=None, resume: str|None=None, checkpoint_every: int=1, hub: Any=None,
     reward_config: RewardConfig|None=None, rollback_penalty: float=0.1, episode_config: EpisodeConfig|None=None,
     task_factory: Callable[[int], Any]|None=None, ppo_kwargs: dict|None=None, progress: bool=False,
-    on_update: Callable[[PPOAgent, dict[str, Any]], None]|None=None, workers: int=0,
+    on_update: Callable[[PPOAgent, dict[str, Any]], None]|None=None, workers: int=0, backend: str="process",
+    ray_address: str|None=None,
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "The PPO training loop behind `train_ppo_vectorized` and `train_ppo` (see their docs)."
     if not isinstance(workers, int) or workers < 0: raise ValueError(f"workers must be an integer >= 0 (got {workers!r})")
     if workers and not parallel: raise ValueError("workers need the vectorized trainer (parallel=True)")
+    if backend not in ("process", "ray"): raise ValueError(f"backend must be 'process' or 'ray' (got {backend!r})")
     for name, v in (("n_episodes", n_episodes), ("episodes_per_update", episodes_per_update),
                     ("max_epochs", max_epochs), ("checkpoint_every", checkpoint_every)):
         if not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be an integer >= 1 (got {v!r})")
@@ -158,10 +160,16 @@ def ppo_training_loop(
     bar = tqdm(total=n_batches, initial=start, desc="PPO batches", unit="batch", disable=not progress, dynamic_ncols=True)
     rollout = PPORollout(agent, reward_config, rollback_penalty)
     pool = None
-    if workers:  # imported here: the worker module builds on this one
-        from .workers import ProcessEnvPool
-        pool = ProcessEnvPool(min(workers, episodes_per_update), task_factory, cfg, devices, reward_config,
-                              rollback_penalty, collect_events=hub is not None)
+    if workers:  # imported here: the worker modules build on this one
+        n = min(workers, episodes_per_update)
+        if backend == "ray":
+            from .ray_workers import RayEnvPool
+            pool = RayEnvPool(n, task_factory, cfg, None if devices == [device] else devices, reward_config,
+                              rollback_penalty, collect_events=hub is not None, address=ray_address)
+        else:
+            from .workers import ProcessEnvPool
+            pool = ProcessEnvPool(n, task_factory, cfg, devices, reward_config, rollback_penalty,
+                                  collect_events=hub is not None)
     try:
         for b in range(start, n_batches):
             first = b * episodes_per_update
@@ -220,10 +228,13 @@ def train_ppo_vectorized(
     progress: bool=False,           # tqdm bar per batch plus a metrics line per batch
     on_update: Callable[[PPOAgent, dict[str, Any]], None]|None=None, # called after each update with the batch record (may add keys)
     workers: int=0,                 # worker processes that step the envs (0: all in this process); see `esper.simic.workers`
+    backend: str="process",         # "process" (this machine) or "ray" (Ray actors; `pip install 'esper[ray]'`)
+    ray_address: str|None=None,     # Ray cluster address with backend="ray" (None: a local Ray instance)
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "Train PPO-Tamiyo over `n_envs` host-training runs in lockstep; returns the agent and the per-batch history."
     if not isinstance(n_envs, int) or n_envs < 1: raise ValueError(f"n_envs must be an integer >= 1 (got {n_envs!r})")
     return ppo_training_loop(n_episodes, n_envs, True, max_epochs, task, device, devices or [device], lr, clip_ratio, gamma,
                              entropy_coef, entropy_coef_start, entropy_coef_end, entropy_anneal_episodes, factored,
                              recurrent, seed, save_path, resume, checkpoint_every, hub, reward_config, rollback_penalty,
-                             episode_config, task_factory, ppo_kwargs, progress, on_update=on_update, workers=workers)
+                             episode_config, task_factory, ppo_kwargs, progress, on_update=on_update, workers=workers,
+                             backend=backend, ray_address=ray_address)

@@ -30,7 +30,7 @@ class TrainingSignals:
     accuracy_history: list[float] = field(default_factory=list) # last `history_len` val accuracies, oldest first
 
     def to_obs(self) -> dict[str, Any]:
-        "Observation keys as the seed plans name them (histories padded on the left to 5)."
+        "The observation dict the feature extractor reads (histories padded on the left to 5)."
         pad = lambda h: ([h[0]] * (5 - len(h)) + h[-5:]) if h else [0.0] * 5
         return {"epoch": self.epoch, "global_step": self.global_step, "train_loss": self.train_loss,
                 "val_loss": self.val_loss, "loss_delta": self.loss_delta, "train_accuracy": self.train_accuracy,
