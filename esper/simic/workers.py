@@ -6,7 +6,7 @@
 __all__ = ['WorkerError', 'available_cores', 'default_workers', 'EnvHost', 'RemoteEnv', 'EnvPool', 'check_picklable',
            'ProcessEnvPool']
 
-# %% ../../nbs/simic/29_workers.ipynb #4461633c
+# %% ../../nbs/simic/29_workers.ipynb #50abe498
 import os
 import pickle
 import signal
@@ -21,10 +21,10 @@ from typing import Any
 import torch
 
 from ..tamiyo.episode import EpisodeConfig, EpisodeResult
-from .parallel_env_state import make_env_states
+from .parallel_env_state import ParallelEnvState, make_env_states
 from .vectorized import run_epoch_lockstep
 
-# %% ../../nbs/simic/29_workers.ipynb #3f08f045
+# %% ../../nbs/simic/29_workers.ipynb #e2bde7c9
 class WorkerError(RuntimeError):
     "An environment worker raised or died; the message names the worker, its envs and the cause."
 
@@ -91,7 +91,7 @@ def _serve(conn, *host_args):
             except Exception: pass
             return
 
-# %% ../../nbs/simic/29_workers.ipynb #432ef64f
+# %% ../../nbs/simic/29_workers.ipynb #ad5efb8a
 @dataclass(slots=True)
 class RemoteEnv:
     "The learner's view of an env that a worker process steps: what `PPORollout` and the trainer read and write."
@@ -112,12 +112,9 @@ class RemoteEnv:
         if self.terms is None: raise RuntimeError(f"env {self.env_id} has no step reward yet")
         return self.terms
 
-    def add_reward(self, terms: dict[str, float]) -> None:
-        "Fold one step's reward terms into the running sums."
-        self.episode_return += terms["total"]
-        for k, v in terms.items(): self.reward_sums[k] = self.reward_sums.get(k, 0.0) + v
+    add_reward = ParallelEnvState.add_reward   # the same running sums as a local env
 
-# %% ../../nbs/simic/29_workers.ipynb #0f69ce54
+# %% ../../nbs/simic/29_workers.ipynb #f1872453
 class EnvPool:
     "The lockstep episode loop over envs that live in workers; a backend supplies `_exchange` and `close`."
     n_workers: int = 1
@@ -171,7 +168,7 @@ class EnvPool:
     def __enter__(self): return self
     def __exit__(self, *exc) -> None: self.close()
 
-# %% ../../nbs/simic/29_workers.ipynb #a881c457
+# %% ../../nbs/simic/29_workers.ipynb #d5d0111d
 def _exit_cause(code: int|None) -> str:
     if code is None: return "it closed its pipe"
     if code < 0:
