@@ -8,12 +8,15 @@ and seed<k>/agent.pt plus seed<k>/history.json per training seed.
 
 Usage, from the project root: `make bench-learning` (short preset) or `make bench-learning-full`, i.e.
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_learning.py --preset short
+On many cores the full preset goes faster with environment workers per training seed, for example
+`--workers 5 --env-workers 3` on 16 cores; `--resume` continues seeds whose training was cut short.
 A tiny run that checks the plumbing in seconds:
     python bench/bench_learning.py --episodes 4 --n-envs 2 --max-epochs 3 --max-batches 2 --train-seeds 0 1 \\
         --eval-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --schedules conv_small --out /tmp/bl
 """
 import argparse
 import contextlib
+import json
 import math
 import multiprocessing
 import os
@@ -80,6 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
       help="training episodes between learning-curve evaluations; the last update is always evaluated (default: 16)")
     a("--workers", type=positive_int, default=os.cpu_count() or 1,
       help="worker processes, one torch thread each (default: os.cpu_count())")
+    a("--env-workers", type=nonneg_int, default=0,
+      help="environment worker processes per training seed (train_ppo_vectorized's workers); 0 = step the envs in "
+           "the training job's own process (default: 0). With K > 0, give --workers about cores / K")
+    a("--resume", action="store_true",
+      help="continue each training seed from its checkpoint seed<k>/agent.pt under --out where one exists (same "
+           "settings), so a run cut short, e.g. by a time limit, goes on where it stopped")
     a("--out", default=None, help="output folder (default: runs/bench_learning/<preset>)")
     a("--schedules", nargs="+", default=list(DEFAULT_SCHEDULES), metavar="BLUEPRINTS",
       help="fixed rules (ScheduleTamiyo), each a comma-separated list of blueprints germinated in slot order "
@@ -152,41 +161,63 @@ def play(controller: Any, task_seed: int, setup: dict[str, Any]) -> dict[str, An
 
 class CurveProbe:
     "`on_update` callback: greedy episodes on the curve seeds every `eval_every` episodes and after the last update."
-    def __init__(self, setup: dict[str, Any]):
-        self.setup = setup
+    def __init__(self, setup: dict[str, Any], clock: Path|None=None):
+        self.setup, self.clock = setup, clock
         self.next_at = setup["eval_every"]
         self.seconds = 0.0
+        self.t0, self.before = time.perf_counter(), read_clock(clock)
 
     def __call__(self, agent: Any, record: dict[str, Any]) -> None:
         episodes = record["episodes"]
         last = episodes >= self.setup["episodes"]
-        if episodes < self.next_at and not last: return
+        if episodes < self.next_at and not last:
+            self.tick()
+            return
         while self.next_at <= episodes: self.next_at += self.setup["eval_every"]
         t0 = time.perf_counter()
         rows = [play(PPOController(agent), s, self.setup) for s in self.setup["curve_seeds"]]  # normaliser frozen
         record["eval_accuracy"] = statistics.fmean(r["final_accuracy"] for r in rows)
         record["eval_params_added"] = statistics.fmean(r["params_added"] for r in rows)
         self.seconds += time.perf_counter() - t0
+        self.tick()
+
+    def elapsed(self) -> float:
+        "Training seconds so far, runs cut short and resumed included."
+        return self.before + time.perf_counter() - self.t0
+
+    def tick(self) -> None:
+        "Keep the elapsed time beside the checkpoint, so that a resumed run reports its whole training time."
+        if self.clock is not None: write_json_atomic(self.clock, {"train_seconds": self.elapsed()})
+
+
+def read_clock(clock: Path|None) -> float:
+    "Seconds a cut-short run of this seed had trained (0 without one)."
+    if clock is None or not clock.exists(): return 0.0
+    return float(json.loads(clock.read_text())["train_seconds"])
 
 
 def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
     "Train one PPO policy (run seed `train_seed`) with its learning curve; saves seed<k>/agent.pt and history.json."
     torch.set_num_threads(1)
     folder = Path(setup["out"]) / f"seed{train_seed}"
-    probe = CurveProbe(setup)
-    t0 = time.perf_counter()
+    checkpoint = folder / "agent.pt"
+    resume = setup["resume"] and checkpoint.exists()
+    if not resume and (folder / "clock.json").exists(): (folder / "clock.json").unlink()
+    probe = CurveProbe(setup, folder / "clock.json")
     _, history = train_ppo_vectorized(
         n_episodes=setup["episodes"],
         n_envs=setup["n_envs"],
         max_epochs=setup["max_epochs"],
         task=TASK,
         seed=train_seed,
-        save_path=str(folder / "agent.pt"),
+        save_path=str(checkpoint),
+        resume=str(checkpoint) if resume else None,
         episode_config=EpisodeConfig(max_batches=setup["max_batches"]),
         on_update=probe,
+        workers=setup["env_workers"],
         **setup["ppo"],
     )
-    seconds = time.perf_counter() - t0
+    seconds = probe.elapsed()
     write_json_atomic(folder / "history.json", history)
     return {"train_seed": train_seed, "checkpoint": str(folder / "agent.pt"), "history": history,
             "train_seconds": seconds, "curve_eval_seconds": probe.seconds}
@@ -436,7 +467,7 @@ def main(argv: list[str]|None=None) -> int:
     started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
     setup = {"out": str(args.out), "episodes": args.episodes, "n_envs": args.n_envs, "max_epochs": args.max_epochs,
              "max_batches": args.max_batches, "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
-             "ppo": dict(PPO_SETTINGS)}
+             "ppo": dict(PPO_SETTINGS), "env_workers": args.env_workers, "resume": args.resume}
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
               "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,
               "schedules": args.schedules, **git_state(Path(__file__).resolve().parent.parent), "device": "cpu",

@@ -36,7 +36,7 @@ class RayEnvPool(EnvPool):
         if gpus_per_worker is not None and not 0 <= gpus_per_worker <= 1:
             raise ValueError(f"gpus_per_worker must be in [0, 1] (got {gpus_per_worker})")
         ray = self.ray = require_ray()
-        self._owns_ray, self._closed, self.actors = not ray.is_initialized(), False, []
+        self._owns_ray, self._closed, self.actors, self._refs = not ray.is_initialized(), False, [], {}
         if self._owns_ray:
             try: ray.init(address=address, include_dashboard=False, logging_level="ERROR")
             except Exception as e: raise RuntimeError(f"could not start or reach Ray at {address or 'a new local instance'}: {e}") from None
@@ -49,11 +49,13 @@ class RayEnvPool(EnvPool):
     @property
     def n_workers(self) -> int: return len(self.actors)
 
-    def _exchange(self, msgs):
-        ray = self.ray
-        refs = {w: getattr(self.actors[w], cmd).remote(*args) for w, (cmd, args) in msgs.items()}
-        out = {}
-        for w, ref in refs.items():  # a dead actor's result raises at once: no waiting on it forever
+    def _send(self, msgs):
+        self._refs.update({w: getattr(self.actors[w], cmd).remote(*args) for w, (cmd, args) in msgs.items()})
+
+    def _collect(self, ws):
+        ray, out = self.ray, {}
+        for w in ws:
+            ref = self._refs.pop(w)  # a dead actor's result raises at once: no waiting on it forever
             try: out[w] = ray.get(ref)
             except ray.exceptions.RayTaskError as e:
                 cause = getattr(e, "cause", None) or e

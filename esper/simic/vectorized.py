@@ -170,10 +170,11 @@ def ppo_training_loop(
             from .workers import ProcessEnvPool
             pool = ProcessEnvPool(n, task_factory, cfg, devices, reward_config, rollback_penalty,
                                   collect_events=hub is not None)
+    batch_seeds = lambda b: [episode_seed(seed, b * episodes_per_update + i)
+                             for i in range(min(episodes_per_update, n_episodes - b * episodes_per_update))]
     try:
         for b in range(start, n_batches):
-            first = b * episodes_per_update
-            seeds = [episode_seed(seed, first + i) for i in range(min(episodes_per_update, n_episodes - first))]
+            first, seeds = b * episodes_per_update, batch_seeds(b)
             agent.reset_hidden()
             if pool is not None: envs, results = pool.run_lockstep(seeds, rollout.decide, rollout.record, hub, b * max_epochs)
             else:
@@ -182,6 +183,8 @@ def ppo_training_loop(
                 else: results = [run_lockstep([e], rollout.decide, rollout.record, hub)[0] for e in envs]
             for e, r in zip(envs, results):
                 emit_episode_completed(hub, e.env_id, first + e.env_id, e.episode_return, r, e.reward_sums, (b + 1) * max_epochs)
+            if pool is not None and b + 1 < n_batches:  # the workers train the next batch's first epoch meanwhile
+                pool.prestart(batch_seeds(b + 1), (b + 1) * max_epochs)
             coef = agent.get_entropy_coef()
             metrics = run_ppo_update(agent)
             rec = _batch_record(b, first + len(envs), results, envs, coef, metrics, history)

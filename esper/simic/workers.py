@@ -116,12 +116,17 @@ class RemoteEnv:
 
 # %% ../../nbs/simic/29_workers.ipynb #f1872453
 class EnvPool:
-    "The lockstep episode loop over envs that live in workers; a backend supplies `_exchange` and `close`."
+    "The lockstep episode loop over envs that live in workers; a backend supplies `_send`, `_collect` and `close`."
     n_workers: int = 1
     _closed: bool = False
+    _pending: tuple|None = None   # a batch sent to the workers by `prestart`, not yet collected
 
-    def _exchange(self, msgs: dict[int, tuple[str, tuple]]) -> dict[int, tuple[list, list]]:
-        "Send worker w the command `msgs[w]` = (method, args) for all w at once; each one's (reply, events)."
+    def _send(self, msgs: dict[int, tuple[str, tuple]]) -> None:
+        "Send worker w the command `msgs[w]` = (method, args), without waiting for the replies."
+        raise NotImplementedError
+
+    def _collect(self, ws: list[int]) -> dict[int, tuple[list, list]]:
+        "Wait for the replies of workers `ws` to their last command: each one's (reply, events)."
         raise NotImplementedError
 
     def close(self) -> None: raise NotImplementedError
@@ -134,14 +139,36 @@ class EnvPool:
         err.worker_traceback = tb   # the worker's own traceback, for debugging; the message is the one line to show
         return err
 
-    def _apply(self, msgs: dict[int, tuple[str, tuple]], hub: Any) -> None:
-        replies = self._exchange(msgs)
-        for w in msgs:
-            payload, events = replies[w]
-            for e, (obs, terms, done, result) in zip(self._by_worker[w], payload):
+    def _absorb(self, replies: dict[int, tuple[list, list]], by_worker: dict[int, list[RemoteEnv]], hub: Any) -> None:
+        for w, (payload, events) in replies.items():
+            for e, (obs, terms, done, result) in zip(by_worker[w], payload):
                 e.obs, e.terms, e.done, e.result = obs, terms, done, result
             if hub is not None:
                 for ev in events: hub.emit(ev)
+
+    def _apply(self, msgs: dict[int, tuple[str, tuple]], hub: Any) -> None:
+        self._send(msgs)
+        self._absorb(self._collect(list(msgs)), self._by_worker, hub)
+
+    def prestart(self,
+                 seeds: list[int],    # one episode seed per env
+                 step_offset: int=0,  # added to epochs for event steps
+                ) -> None:
+        "Send a batch to the workers now: they build its envs and train epoch 1 (no decision needed yet) while the learner works."
+        if self._closed: raise RuntimeError("the worker pool is closed")
+        if self._pending is not None: raise RuntimeError("a batch is already starting in the workers")
+        envs = [RemoteEnv(i, s, i % self.n_workers) for i, s in enumerate(seeds)]
+        by_worker = {w: es for w in range(self.n_workers) if (es := [e for e in envs if e.worker == w])}
+        self._owned = {w: [e.env_id for e in es] for w, es in by_worker.items()}
+        self._send({w: ("start", ([e.env_id for e in es], [e.seed for e in es], step_offset)) for w, es in by_worker.items()})
+        self._pending = (list(seeds), step_offset, envs, by_worker)
+
+    def _take_pending(self, hub: Any) -> list[RemoteEnv]:
+        _, _, envs, by_worker = self._pending
+        self._pending = None
+        self._absorb(self._collect(list(by_worker)), by_worker, hub)
+        self._by_worker = by_worker
+        return envs
 
     def run_lockstep(self,
                      seeds: list[int],                                 # one episode seed per env
@@ -152,11 +179,10 @@ class EnvPool:
                     ) -> tuple[list[RemoteEnv], list[EpisodeResult]]:
         "Run one episode per seed to its end, env i in worker i mod N; `run_lockstep` across processes."
         if self._closed: raise RuntimeError("the worker pool is closed")
-        envs = [RemoteEnv(i, s, i % self.n_workers) for i, s in enumerate(seeds)]
-        self._by_worker = {w: es for w in range(self.n_workers) if (es := [e for e in envs if e.worker == w])}
-        self._owned = {w: [e.env_id for e in es] for w, es in self._by_worker.items()}
-        self._apply({w: ("start", ([e.env_id for e in es], [e.seed for e in es], step_offset))
-                     for w, es in self._by_worker.items()}, hub)
+        if self._pending is not None and self._pending[:2] != (list(seeds), step_offset):
+            self._take_pending(None)          # another batch was started: its first epoch is dropped
+        if self._pending is None: self.prestart(seeds, step_offset)
+        envs = self._take_pending(hub)
         while not envs[0].done:
             if hub is not None: hub.on_epoch_end()
             actions = decide(envs)
@@ -227,12 +253,14 @@ class ProcessEnvPool(EnvPool):
         self.procs[w].join(timeout=5)
         return self._error(w, _exit_cause(self.procs[w].exitcode))
 
-    def _exchange(self, msgs):
+    def _send(self, msgs):
         for w, msg in msgs.items():
             self._outstanding.add(w)
             try: self.conns[w].send(msg)
             except (BrokenPipeError, EOFError, OSError): raise self._died(w) from None
-        replies, waiting = {}, set(msgs)
+
+    def _collect(self, ws):
+        replies, waiting = {}, set(ws)
         while waiting:  # a worker that raised or died ends the run with a WorkerError, never a hang
             by_obj = {self.conns[w]: w for w in waiting} | {self.procs[w].sentinel: w for w in waiting}
             for obj in wait(list(by_obj)):
