@@ -37,6 +37,7 @@ from esper.cli import OneLineParser, nonneg_int, positive_int
 from esper.cli.baseline import write_json_atomic
 from esper.cli.compare import make_controller, mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
+from esper.simic.rewards import RewardConfig
 from esper.simic.seed_management import episode_seed
 from esper.simic.vectorized import train_ppo_vectorized
 from esper.tamiyo.baselines import ScheduleTamiyo
@@ -83,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="training episodes between learning-curve evaluations; the last update is always evaluated (default: 16)")
     a("--workers", type=positive_int, default=os.cpu_count() or 1,
       help="worker processes, one torch thread each (default: os.cpu_count())")
+    a("--rent-weight", type=float, default=None,
+      help="PPO's reward: parameter rent per host-size of seed parameters (default: RewardConfig's, 0.05); "
+           "a study flag: the table then says it")
     a("--env-workers", type=nonneg_int, default=0,
       help="environment worker processes per training seed (train_ppo_vectorized's workers); 0 = step the envs in "
            "the training job's own process (default: 0). With K > 0, give --workers about cores / K")
@@ -109,6 +113,7 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         if key == "max_batches" and given == 0: given = None  # 0 = every batch
         setattr(args, key, given)
         if given != value: args.overrides[key] = given
+    if args.rent_weight is not None and not args.rent_weight >= 0: ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 for PPO (got {args.max_epochs})")
     args.out = Path(args.out or f"runs/bench_learning/{args.preset}")
     for flag in ("train_seeds", "eval_seeds", "curve_seeds", "schedules"):
@@ -215,6 +220,7 @@ def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
         episode_config=EpisodeConfig(max_batches=setup["max_batches"]),
         on_update=probe,
         workers=setup["env_workers"],
+        reward_config=None if setup["rent_weight"] is None else RewardConfig(rent_weight=setup["rent_weight"]),
         **setup["ppo"],
     )
     seconds = probe.elapsed()
@@ -467,7 +473,8 @@ def main(argv: list[str]|None=None) -> int:
     started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
     setup = {"out": str(args.out), "episodes": args.episodes, "n_envs": args.n_envs, "max_epochs": args.max_epochs,
              "max_batches": args.max_batches, "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
-             "ppo": dict(PPO_SETTINGS), "env_workers": args.env_workers, "resume": args.resume}
+             "ppo": dict(PPO_SETTINGS), "env_workers": args.env_workers, "resume": args.resume,
+             "rent_weight": args.rent_weight}
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
               "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,
               "schedules": args.schedules, **git_state(Path(__file__).resolve().parent.parent), "device": "cpu",
@@ -491,6 +498,7 @@ def main(argv: list[str]|None=None) -> int:
                        "train_seconds_max": max(t["train_seconds"] for t in trained)}
     targets = check_targets(args.preset, summary, seeds)
     changed = ", ".join(f"{k}={v}" for k, v in args.overrides.items())
+    if args.rent_weight is not None: changed = ", ".join(x for x in (changed, f"rent_weight={args.rent_weight}") if x)
     note = f"{args.preset} preset" + (f"; flags changed it ({changed}): indicative only" if changed else "")
     table = markdown_report(title, summary, seeds, targets, note)
     config["wall_seconds"] = time.perf_counter() - t0

@@ -39,6 +39,24 @@ def run(workers: int, a) -> tuple[float, float, list]:
     return (stamps[-1] - stamps[0]) / (len(stamps) - 1), wall, hist
 
 
+def solo(a) -> float:
+    "Seconds one process takes to train one batch of `--envs` episodes by itself (envs in-process, no workers)."
+    torch.set_num_threads(1)
+    t0 = time.perf_counter()
+    train_ppo_vectorized(n_episodes=a.envs, n_envs=a.envs, max_epochs=a.max_epochs, workers=0,
+                         episode_config=EpisodeConfig(max_batches=a.max_batches), seed=0)
+    return time.perf_counter() - t0
+
+
+def independent(w: int, a) -> float:
+    "Samples/s of `w` independent training processes at once: what the machine gives this work without a learner."
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(max_workers=w, mp_context=multiprocessing.get_context("spawn")) as ex:
+        seconds = list(ex.map(solo, [a] * w))
+    return w * a.envs * a.max_epochs * a.max_batches * get_task("mnist1d").config.batch_size / max(seconds)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8, 16])
@@ -47,6 +65,9 @@ def main():
     p.add_argument("--max-epochs", type=int, default=15)
     p.add_argument("--max-batches", type=int, default=30)
     p.add_argument("--machine", default=None, help="how to describe this machine in the output (default: cores and CPU)")
+    p.add_argument("--independent", action="store_true",
+                   help="also run k independent single-process trainings at once for each worker count k: the "
+                        "machine's own scaling for this work, the ceiling for the pool")
     p.add_argument("--out", default="nbs/results/bench_workers")
     a = p.parse_args()
     if a.batches < 2: sys.exit(f"bench_workers: --batches must be >= 2 (got {a.batches}): the steady state needs two updates")
@@ -78,6 +99,12 @@ def main():
         ref = ref or rate
         rows.append({"workers": w, "seconds_per_batch": per_batch, "samples_per_s": rate, "speedup": rate / ref, "wall_s": wall})
         print(f"{w:>7} {per_batch:>8.2f} {rate:>10,.0f} {rate / ref:>8.2f} {wall:>7.1f}", flush=True)
+    if a.independent:
+        print(f"{'independent processes':>21} {'samples/s':>10} {'speed-up':>8}", flush=True)
+        for r in rows:   # ws is sorted, so 1 (the reference) comes first
+            r["independent_samples_per_s"] = independent(r["workers"], a)
+            print(f"{r['workers']:>21} {r['independent_samples_per_s']:>10,.0f} "
+                  f"{r['independent_samples_per_s'] / rows[0]['independent_samples_per_s']:>8.2f}", flush=True)
     cmd = "OMP_NUM_THREADS=1 python bench/bench_workers.py " + shlex.join(sys.argv[1:])
     res = {"command": cmd.strip(), "machine": machine, "torch": torch.__version__, "envs": a.envs, "batches": a.batches,
            "max_epochs": a.max_epochs, "max_batches": a.max_batches, "batch_size": bs, "rows": rows,
