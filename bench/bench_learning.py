@@ -15,7 +15,6 @@ A tiny run that checks the plumbing in seconds:
         --eval-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --schedules conv_small --out /tmp/bl
 """
 import argparse
-import contextlib
 import json
 import math
 import multiprocessing
@@ -34,7 +33,7 @@ from typing import Any
 import torch
 
 from esper.cli import OneLineParser, nonneg_int, positive_int
-from esper.cli.baseline import write_json_atomic
+from esper.leyline.files import save_figure_atomic, write_json_atomic, write_text_atomic
 from esper.cli.compare import make_controller, mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
 from esper.simic.rewards import RewardConfig
@@ -350,23 +349,10 @@ def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], tar
     return "\n".join(out) + "\n"
 
 
-@contextlib.contextmanager
-def atomic_path(path: Path):
-    "A temporary file beside `path` that replaces `path` when the block succeeds (and is removed if it fails)."
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp): os.unlink(tmp)
-
-
 def save_figure(fig: Any, path: Path) -> None:
     "Write a matplotlib figure as PNG through a temporary file, then close it."
     import matplotlib.pyplot as plt
-    with atomic_path(path) as tmp: fig.savefig(tmp, format="png", dpi=100)
+    save_figure_atomic(path, fig, dpi=100)
     plt.close(fig)
 
 
@@ -505,7 +491,7 @@ def main(argv: list[str]|None=None) -> int:
 
     write_json_atomic(args.out / "results.json", {"config": config, "summary": summary, "ppo_seeds": seeds,
                                                   "targets": targets, "episodes": rows, "table": table})
-    with atomic_path(args.out / "table.md") as tmp: Path(tmp).write_text(table)
+    write_text_atomic(args.out / "table.md", table)
     save_figure(plot_learning_curves(seeds, summary, title), args.out / "learning_curves.png")
     histories = {t["train_seed"]: t["history"] for t in trained}
     save_figure(plot_lifecycle(seeds, histories, f"lifecycle decisions during training ({title})"),

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from esper.cli.baseline import write_json_atomic
+from esper.leyline.files import write_json_atomic
 from esper.cli.compare import mean_ci95
 from esper.simic.gym_env import GrowthEnv
 from esper.tamiyo.episode import EpisodeConfig

@@ -117,3 +117,41 @@ def test_seed_optimizer_state_survives_training_to_blending(task):
     assert runner.seed_optimizers[st.seed_id] is opt
     # one SGD step with the old buffer: new_buf = momentum * buf + grad
     assert torch.allclose(opt.state[p]["momentum_buffer"], 0.9 * buf + p.grad, atol=1e-6)
+
+
+def test_first_epoch_blowup_is_rolled_back_counted_and_charged(task):
+    """Host lr 1e3 blows the loss up in epoch 1: before any loss history exists the governor must panic, roll back to
+    the initial weights, count it, and the next decided epoch's rollback must be charged; the episode still ends."""
+    from esper.simic.env import step_reward
+    from esper.tamiyo.episode import Episode, EpisodeConfig
+    from esper.tamiyo.signals import TamiyoAction
+    cfg = EpisodeConfig(max_epochs=3, max_batches=3, host_lr=1e3)
+    fresh = Episode(task, cfg)
+    fresh.start(0)
+    initial = {k: v.clone() for k, v in fresh.model.host.state_dict().items()}
+    ep = Episode(task, cfg)
+    ep.reset(0)
+    first = ep.history[0]
+    assert first["rollback"] is not None and first["rollback"]["snapshot_epoch"] == 0
+    assert ep.governor.rollbacks == 1
+    assert math.isfinite(first["train_loss"]) and first["train_loss"] < 10
+    assert all(torch.equal(initial[k], v) for k, v in ep.model.host.state_dict().items())
+    ep.step(TamiyoAction.wait())                                   # the first decided epoch blows up too
+    assert ep.history[1]["rollback"] is not None
+    assert step_reward(ep, rollback_penalty=0.25)["rollback"] == -0.25
+    while not ep.done: ep.step(TamiyoAction.wait())               # no retry loop: max_epochs ends it
+    res = ep.result()
+    assert (res.epochs, res.rollbacks) == (3, 3)
+    assert all(torch.isfinite(p).all() for p in ep.model.parameters())
+
+
+def test_absolute_bound_judges_only_while_history_is_short(task):
+    from esper.tolaria.governor import blowup_bound
+    m, _, _, _ = setup(task)
+    gov = TolariaGovernor(m, min_history=2, max_loss=blowup_bound(task.n_classes))
+    v = gov.check(1e14)
+    assert v.panic and "blow-up" in v.reason and v.threshold == pytest.approx(10 * math.log(10))
+    assert gov.check(2.5).healthy and gov.check(float("nan")).panic
+    for l in (20.0, 20.5): assert gov.end_epoch(l).healthy       # below the bound: history builds up
+    v = gov.check(30.0)                                            # above the bound but not a statistical outlier
+    assert v.healthy and v.threshold == pytest.approx(3 * 20.25)

@@ -1,5 +1,7 @@
-"""Tasks: the real CIFAR-10 loading path on a tiny CIFAR-format folder written here, and loud failures."""
+"""Tasks: the real CIFAR-10 loading path on a tiny CIFAR-format folder written here, MNIST-1D caches checked on load,
+and loud one-line failures."""
 import hashlib
+import os
 import pickle
 from pathlib import Path
 from unittest import mock
@@ -9,7 +11,7 @@ import pytest
 import torch
 from torchvision.datasets import CIFAR10
 
-from esper.tasks import TaskDataError, get_task
+from esper.tasks import InvalidTaskData, TaskDataError, get_task
 
 
 def _md5(p: Path) -> str:
@@ -83,3 +85,112 @@ def test_mnist1d_generation_leaves_global_rng_alone(tmp_path):
 def test_unknown_task_names_the_choices():
     with pytest.raises(ValueError, match="unknown task 'mnist2d'; choose one of: mnist1d, cifar10"):
         get_task("mnist2d")
+
+
+def write_cache(data_dir: Path, **changes) -> Path:
+    """Write a small valid MNIST-1D cache under `data_dir`, with `changes` (None deletes a key); return its path."""
+    rng = np.random.default_rng(0)
+    arrays = {"x": rng.normal(size=(20, 40)).astype(np.float32), "y": np.arange(20) % 10,
+              "x_test": rng.normal(size=(10, 40)).astype(np.float32), "y_test": np.arange(10)}
+    arrays |= changes
+    path = data_dir / "mnist1d" / "mnist1d_seed42.npz"
+    path.parent.mkdir(parents=True)
+    np.savez(path, **{k: v for k, v in arrays.items() if v is not None})
+    return path
+
+
+def _with_nan(shape, row, col):
+    x = np.zeros(shape, np.float32)
+    x[row, col] = np.nan
+    return x
+
+
+BAD_CACHES = {
+    "length 17": (dict(x=np.zeros((20, 17), np.float32)), r"npz: x has signals of length 17, expected 40"),
+    "NaN input": (dict(x=_with_nan((20, 40), 12, 3)), r"x holds 1 non-finite value \(first at row 12\)"),
+    "inf test input": (dict(x_test=np.full((10, 40), np.inf, np.float32)), r"x_test holds 400 non-finite values"),
+    "label 57": (dict(y=np.r_[np.arange(7), 57, np.arange(12) % 10]), r"y has label 57 at row 7, expected 0\.\.9"),
+    "negative label": (dict(y_test=-np.ones(10, int)), r"y_test has 10 labels outside 0\.\.9 \(first: -1 at row 0\)"),
+    "missing key": (dict(y_test=None), r"npz: missing y_test \(found: x, y, x_test\)"),
+    "float labels": (dict(y=np.arange(20) % 10 * 1.0), r"y has dtype float64, expected integer labels"),
+    "string inputs": (dict(x=np.full((20, 40), "a")), r"x has dtype <U1, expected floating-point signals"),
+    "3-D inputs": (dict(x=np.zeros((20, 1, 40), np.float32)), r"x has shape \(20, 1, 40\), expected \(rows, 40\)"),
+    "mismatched lengths": (dict(y=np.arange(17) % 10), r"x has 20 rows but y has 17"),
+    "empty split": (dict(x_test=np.zeros((0, 40), np.float32),
+                    y_test=np.zeros(0, int)), r"x_test and y_test are empty"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_CACHES))
+def test_bad_mnist1d_cache_is_one_line_naming_file_and_problem(tmp_path, case):
+    changes, problem = BAD_CACHES[case]
+    path = write_cache(tmp_path, **changes)
+    with pytest.raises(ValueError, match=problem) as err:
+        get_task("mnist1d", data_dir=tmp_path)
+    msg = str(err.value)
+    assert isinstance(err.value, TaskDataError)  # what callers caught before, still caught
+    assert msg.startswith(f"{path}: ") and msg.endswith("delete it and it will be regenerated") and "\n" not in msg
+
+
+def test_corrupt_mnist1d_cache_is_not_an_npz_archive(tmp_path):
+    path = write_cache(tmp_path)
+    path.write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match=f"^{path}: not an .npz archive; delete it and it will be regenerated$"):
+        get_task("mnist1d", data_dir=tmp_path)
+
+
+def test_valid_hand_made_cache_loads_as_float32_and_int64(tmp_path):
+    write_cache(tmp_path, x=np.zeros((20, 40)), y=(np.arange(20) % 10).astype(np.uint8))
+    task = get_task("mnist1d", data_dir=tmp_path, batch_size=4)
+    xb, yb = next(iter(task.train_loader))
+    assert (task.n_train, task.n_val, xb.dtype, yb.dtype) == (20, 10, torch.float32, torch.int64)
+
+
+@pytest.mark.parametrize("below", ["afile", "afile/sub"])
+def test_data_dir_below_a_file_is_one_line(tmp_path, below):
+    (tmp_path / "afile").write_text("")
+    folder = tmp_path / below / "mnist1d"
+    with pytest.raises(ValueError, match=f"^cannot create the data folder {folder}: Not a directory "
+                                         f"\\({tmp_path / 'afile'} is a file, not a folder\\); set ESPER_DATA_DIR"):
+        get_task("mnist1d", data_dir=tmp_path / below)
+
+
+def test_cache_write_failure_is_one_line(tmp_path):
+    path = tmp_path / "mnist1d" / "mnist1d_seed42.npz"
+    failure = PermissionError(13, "Permission denied", str(path))
+    with mock.patch("esper.tasks._load_or_generate_mnist1d", side_effect=failure):
+        with pytest.raises(ValueError, match=f"^cannot write the cache file {path}: Permission denied; set ESPER"):
+            get_task("mnist1d", data_dir=tmp_path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_unwritable_data_folder_is_one_line(tmp_path):
+    (tmp_path / "ro").mkdir(mode=0o555)
+    (tmp_path / "ro2" / "mnist1d").mkdir(parents=True)
+    (tmp_path / "ro2" / "mnist1d").chmod(0o555)
+    try:
+        with pytest.raises(ValueError, match=f"cannot create the data folder {tmp_path}/ro/mnist1d: Permission denied"):
+            get_task("mnist1d", data_dir=tmp_path / "ro")
+        with pytest.raises(ValueError, match=f"cannot write the cache file {tmp_path}/ro2/mnist1d/.*: Permission"):
+            get_task("mnist1d", data_dir=tmp_path / "ro2")
+    finally:
+        (tmp_path / "ro").chmod(0o755)
+        (tmp_path / "ro2" / "mnist1d").chmod(0o755)
+
+
+def test_read_only_folder_with_a_valid_cache_still_loads(tmp_path):
+    path = write_cache(tmp_path)
+    for p, mode in ((path, 0o444), (path.parent, 0o555), (tmp_path, 0o555)):
+        p.chmod(mode)
+    try:
+        assert get_task("mnist1d", data_dir=tmp_path).n_train == 20
+        assert sorted(p.name for p in path.parent.iterdir()) == ["mnist1d_seed42.npz"]
+    finally:
+        for p in (tmp_path, path.parent):
+            p.chmod(0o755)
+
+
+def test_cifar10_data_dir_below_a_file_is_one_line(tmp_path):
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(InvalidTaskData, match=r"^task 'cifar10': cannot create or read .*: Not a directory \(.* is a"):
+        get_task("cifar10", data_dir=tmp_path / "afile" / "sub", download=True)

@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import matplotlib
 
-from . import add_task_arguments, nonneg_int, positive_int
-from .baseline import write_json_atomic
+from . import add_task_arguments, check_data_dir, guarded_outputs, nonneg_int, positive_int
+from ..leyline.files import check_output_dir, save_figure_atomic, write_json_atomic, write_text_atomic
 from ..tasks import get_task
 from ..tamiyo.baselines import RandomTamiyo, ScheduleTamiyo, StaticTamiyo
 from ..tamiyo.episode import EpisodeConfig, run_episode
@@ -121,6 +121,10 @@ def run_comparison(
     if not seeds: raise ValueError("seeds must name at least one seed")
     bad = [c for c in controllers if c not in CONTROLLERS]
     if bad: raise ValueError(f"unknown controller(s) {bad}; choose from {', '.join(CONTROLLERS)}")
+    if out is not None:
+        check_output_dir(out, "out")  # checked before the first episode, not after the last
+    if "ppo" in controllers:  # a bad checkpoint fails now, before the other controllers run
+        make_controller("ppo", checkpoint=checkpoint, device=device)
     cfg = EpisodeConfig(max_epochs=max_epochs, host=host, max_batches=max_batches)
     results: dict[str, list[dict[str, Any]]] = {}
     for name in controllers:
@@ -137,12 +141,14 @@ def run_comparison(
     title = f"{task}, {max_epochs} epochs, seeds {list(seeds)}"
     table = markdown_table(rows, title)
     if out is not None:
-        out = Path(out); out.mkdir(parents=True, exist_ok=True)
-        (out / "comparison.md").write_text(table)
+        out = Path(out)
+        write_text_atomic(out / "comparison.md", table)
         write_json_atomic(out / "comparison.json", {"config": dict(task=task, seeds=list(seeds), max_epochs=max_epochs,
                           checkpoint=None if checkpoint is None else str(checkpoint), host=host,
                           fixed_rule=list(fixed_rule)), "rows": rows, "episodes": results})
-        fig = plot_comparison(results, title); fig.savefig(out / "comparison.png", dpi=100); matplotlib.pyplot.close(fig)
+        fig = plot_comparison(results, title)
+        save_figure_atomic(out / "comparison.png", fig, dpi=100)
+        matplotlib.pyplot.close(fig)
     return {"rows": rows, "episodes": results, "table": table}
 
 # %% ../../nbs/cli/04_compare.ipynb #a7899598
@@ -167,10 +173,13 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     "Run the comparison from parsed arguments."
     controllers = tuple(args.controllers or (("static", "random", "heuristic", "fixed") + (("ppo",) if args.checkpoint else ())))
+    check_data_dir(args.data_dir)
     try:
-        res = run_comparison(task=args.task, controllers=controllers, seeds=tuple(args.seeds), max_epochs=args.max_epochs,
-                             checkpoint=args.checkpoint, out=args.out, host=args.host, device=args.device,
-                             data_dir=args.data_dir, max_batches=args.max_batches, fixed_rule=tuple(args.fixed_rule))
+        with guarded_outputs({"--out": args.out}):
+            res = run_comparison(task=args.task, controllers=controllers, seeds=tuple(args.seeds),
+                                 max_epochs=args.max_epochs, checkpoint=args.checkpoint, out=args.out, host=args.host,
+                                 device=args.device, data_dir=args.data_dir, max_batches=args.max_batches,
+                                 fixed_rule=tuple(args.fixed_rule))
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"esper-train compare: error: {e}", file=sys.stderr); return 1
     print(res["table"])

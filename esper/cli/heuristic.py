@@ -13,8 +13,9 @@ from pathlib import Path
 import matplotlib
 import torch
 
-from . import add_task_arguments, add_telemetry_arguments, nonneg_int, positive_float, positive_int
-from .baseline import write_json_atomic
+from . import (add_task_arguments, add_telemetry_arguments, check_data_dir, guarded_outputs, nonneg_int,
+                       positive_float, positive_int)
+from ..leyline.files import check_output_dir, save_figure_atomic, write_json_atomic
 from ..leyline import TelemetryEvent, LIFECYCLE_EVENTS
 from ..nissa import TelemetryHub, make_hub
 from ..nissa.reading import plot_lifecycle_timeline
@@ -51,6 +52,8 @@ def run_heuristic(
 ) -> dict:
     "Run heuristic episodes and return (and optionally write) their summary."
     if episodes < 1: raise ValueError(f"episodes must be >= 1 (got {episodes})")
+    if out is not None:
+        check_output_dir(out, "out")  # before the first episode, not after the last
     cfg = EpisodeConfig(max_epochs=max_epochs, host=host, slots=tuple(slots) if slots else None, host_lr=host_lr,
                         seed_lr=seed_lr, blend_epochs=blend_epochs)
     hub = make_hub(telemetry_dir, telemetry_level, console=False) if telemetry_dir is not None else TelemetryHub("off")
@@ -73,11 +76,12 @@ def run_heuristic(
                **{k: sum(r[k] for r in results) for k in ("seeds_germinated", "seeds_fossilized", "seeds_pruned", "rollbacks")},
                "seconds_per_epoch": statistics.fmean(r["seconds_per_epoch"] for r in results), "results": results}
     if out is not None:
-        out = Path(out); out.mkdir(parents=True, exist_ok=True)
+        out = Path(out)
         write_json_atomic(out / "summary.json", summary)
         if rec.lifecycle:
             fig = plot_lifecycle_timeline(rec.lifecycle, title=f"{task}: heuristic Tamiyo, {episodes} episode(s)")
-            fig.savefig(out / "timeline.png", dpi=100); matplotlib.pyplot.close(fig)
+            save_figure_atomic(out / "timeline.png", fig, dpi=100)
+            matplotlib.pyplot.close(fig)
     return summary
 
 # %% ../../nbs/cli/02_heuristic.ipynb #0a0a95b5
@@ -100,12 +104,14 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     "Run the heuristic job from parsed arguments."
+    check_data_dir(args.data_dir)
     try:
-        s = run_heuristic(task=args.task, episodes=args.episodes, max_epochs=args.max_epochs, slots=args.slots, seed=args.seed,
-                          out=args.out, host=args.host, host_lr=args.host_lr, seed_lr=args.seed_lr,
-                          blend_epochs=args.blend_epochs, device=args.device, data_dir=args.data_dir,
-                          download=args.download, progress=not args.no_progress, telemetry_dir=args.telemetry_dir,
-                          telemetry_level=args.telemetry_level)
+        with guarded_outputs({"--out": args.out, "--telemetry-dir": args.telemetry_dir}):
+            s = run_heuristic(task=args.task, episodes=args.episodes, max_epochs=args.max_epochs, slots=args.slots,
+                              seed=args.seed, out=args.out, host=args.host, host_lr=args.host_lr,
+                              seed_lr=args.seed_lr, blend_epochs=args.blend_epochs, device=args.device,
+                              data_dir=args.data_dir, download=args.download, progress=not args.no_progress,
+                              telemetry_dir=args.telemetry_dir, telemetry_level=args.telemetry_level)
     except (ValueError, RuntimeError) as e:  # bad slot, device or dataset: one clear line, no traceback
         print(f"esper-train heuristic: error: {e}", file=sys.stderr); return 1
     print(f"{s['task']}/{s['host']}: final accuracy {s['final_accuracy_mean']:.2f} ± {s['final_accuracy_std']:.2f}% "

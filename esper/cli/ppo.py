@@ -6,12 +6,13 @@
 __all__ = ['annealing_line', 'add_parser', 'run']
 
 # %% ../../nbs/cli/03_ppo.ipynb #059ba4e1
+import math
 import sys
-import tempfile
 from pathlib import Path
 
-from . import add_telemetry_arguments, nonneg_int, positive_float, positive_int
-from .baseline import write_json_atomic
+from . import (add_telemetry_arguments, guarded_outputs, interrupt_status, nonneg_int, positive_float,
+                       positive_int)
+from ..leyline.files import write_json_atomic
 from ..nissa import TelemetryHub, make_hub
 from ..tasks import HOST_PRESETS, TASK_NAMES
 
@@ -78,6 +79,33 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 # %% ../../nbs/cli/03_ppo.ipynb #b2124f9b
+def _completed(args, epu: int) -> str|None:
+    "With --resume: the line to print when the checkpoint already holds every episode asked for (None otherwise)."
+    from esper.simic.checkpoint import read_checkpoint
+    trainer = read_checkpoint(args.resume).get("trainer")
+    if trainer is None or trainer["config"].get("episodes_per_update") != epu:
+        return None  # not a trainer checkpoint, or another run: the trainer's own checks say so
+    if int(trainer["batches_done"]) < math.ceil(args.episodes / epu):
+        return None
+    done = trainer["history"][-1]["episodes"] if trainer["history"] else 0
+    return (f"esper-train ppo: the run in {args.resume} is already complete ({done} episodes done, "
+            f"--n-episodes {args.episodes}); nothing to do")
+
+def _stopped_line(e: KeyboardInterrupt, save: str|None) -> tuple[str, int]:
+    "The one line (and exit status) for a run stopped by Ctrl-C or SIGTERM."
+    word, status = interrupt_status(e)
+    done = getattr(e, "episodes_done", None)
+    line = f"esper-train ppo: {word}" + (f" at episode {done}" if done is not None else "")
+    checkpoint = getattr(e, "checkpoint", None)
+    if checkpoint:
+        line += (f"; checkpoint saved to {checkpoint} ({e.episodes_saved} episodes), "
+                 f"resume with the same command and --resume {checkpoint}")
+    elif save:
+        line += f"; no checkpoint was written to {save} yet"
+    else:
+        line += "; nothing was saved (--save PATH keeps a checkpoint)"
+    return line, status
+
 def run(args) -> int:
     "Run the PPO job from parsed arguments."
     from esper.simic.vectorized import train_ppo_vectorized   # simic is imported only when PPO is asked for
@@ -85,39 +113,63 @@ def run(args) -> int:
     from esper.simic.normalizers import RewardNormalizer
     from esper.simic.workers import default_workers
     from esper.tamiyo.episode import EpisodeConfig
-    print(annealing_line(args.entropy_coef, args.entropy_coef_start, args.entropy_coef_end, args.entropy_anneal_episodes), flush=True)
-    hub = make_hub(args.telemetry_dir, args.telemetry_level, console=False) if args.telemetry_dir else TelemetryHub("off")
-    kw = dict(n_episodes=args.episodes, max_epochs=args.max_epochs, device=args.device, task=args.task, lr=args.lr,
-              clip_ratio=args.clip_ratio, gamma=args.gamma, entropy_coef=args.entropy_coef,
-              entropy_coef_start=args.entropy_coef_start, entropy_coef_end=args.entropy_coef_end,
-              entropy_anneal_episodes=args.entropy_anneal_episodes, factored=args.factored, recurrent=args.recurrent,
-              seed=args.seed, save_path=args.save, resume=args.resume, checkpoint_every=args.checkpoint_every, hub=hub,
-              episode_config=EpisodeConfig(host=args.host, max_batches=args.max_batches), progress=not args.no_progress,
-              ppo_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else None)
     if args.workers is not None and not args.vectorized:
-        print("esper-train ppo: error: --workers needs --vectorized", file=sys.stderr); return 2
+        print("esper-train ppo: error: --workers needs --vectorized", file=sys.stderr)
+        return 2
+    epu = args.n_envs if args.vectorized else args.update_every
+    try:
+        done_line = _completed(args, epu) if args.resume else None
+    except (ValueError, FileNotFoundError) as e:
+        print(f"esper-train ppo: error: --resume {args.resume}: {e}", file=sys.stderr)
+        return 1
+    if done_line is not None:
+        print(done_line)
+        return 0
+    print(annealing_line(args.entropy_coef, args.entropy_coef_start, args.entropy_coef_end,
+                         args.entropy_anneal_episodes), flush=True)
     workers = default_workers(args.n_envs) if args.workers is None else args.workers
     try:
-        if args.vectorized:
-            where = (f"in {min(workers, args.n_envs)} " + ("Ray actors" if args.backend == "ray" else "worker processes")
-                     if workers else "in this process")
-            print(f"stepping {args.n_envs} environments {where}", flush=True)
-            agent, hist = train_ppo_vectorized(n_envs=args.n_envs, devices=args.devices, workers=workers,
-                                               backend=args.backend, ray_address=args.ray_address, **kw)
-        else: agent, hist = train_ppo(update_every=args.update_every, **kw)
-    except (ValueError, RuntimeError, FileNotFoundError) as e:
-        print(f"esper-train ppo: error: {e}", file=sys.stderr); return 1
-    except KeyboardInterrupt:
-        kept = f"; {args.save} holds the last whole batch (continue with --resume {args.save})" if args.save else ""
-        print(f"esper-train ppo: interrupted{kept}", file=sys.stderr); return 130
-    finally:
-        hub.close()
+        with guarded_outputs({"--telemetry-dir": args.telemetry_dir}, {"--save": args.save}):
+            hub = (make_hub(args.telemetry_dir, args.telemetry_level, console=False) if args.telemetry_dir
+                   else TelemetryHub("off"))
+            kw = dict(n_episodes=args.episodes, max_epochs=args.max_epochs, device=args.device, task=args.task,
+                      lr=args.lr, clip_ratio=args.clip_ratio, gamma=args.gamma, entropy_coef=args.entropy_coef,
+                      entropy_coef_start=args.entropy_coef_start, entropy_coef_end=args.entropy_coef_end,
+                      entropy_anneal_episodes=args.entropy_anneal_episodes, factored=args.factored,
+                      recurrent=args.recurrent, seed=args.seed, save_path=args.save, resume=args.resume,
+                      checkpoint_every=args.checkpoint_every, hub=hub, progress=not args.no_progress,
+                      episode_config=EpisodeConfig(host=args.host, max_batches=args.max_batches),
+                      ppo_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else None)
+            try:
+                if args.vectorized:
+                    where = ("in this process" if not workers else f"in {min(workers, args.n_envs)} "
+                             + ("Ray actors" if args.backend == "ray" else "worker processes"))
+                    print(f"stepping {args.n_envs} environments {where}", flush=True)
+                    agent, hist = train_ppo_vectorized(n_envs=args.n_envs, devices=args.devices, workers=workers,
+                                                       backend=args.backend, ray_address=args.ray_address, **kw)
+                else:
+                    agent, hist = train_ppo(update_every=args.update_every, **kw)
+            except KeyboardInterrupt as e:  # the history beside the checkpoint matches what the checkpoint holds
+                if getattr(e, "checkpoint", None):
+                    write_json_atomic(Path(str(args.save) + ".history.json"), e.history[:e.batches_saved])
+                raise
+            finally:
+                hub.close()
+            if args.save:
+                write_json_atomic(Path(str(args.save) + ".history.json"), hist)
+    except KeyboardInterrupt as e:
+        line, status = _stopped_line(e, args.save)
+        print(line, file=sys.stderr)
+        return status
+    except (ValueError, RuntimeError, OSError) as e:
+        print(f"esper-train ppo: error: {e}", file=sys.stderr)
+        return 1
     if hist:
         h = hist[-1]
         ent = ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in h.items() if k.startswith("head_entropy/"))
-        print(f"done: {h['episodes']} episodes, {agent.train_steps} PPO updates; last batch accuracy {h['avg_accuracy']:.2f}%, "
-              f"explained variance {h.get('explained_variance', float('nan')):.3f}, entropy per head: {ent}")
+        print(f"done: {h['episodes']} episodes, {agent.train_steps} PPO updates; last batch accuracy "
+              f"{h['avg_accuracy']:.2f}%, explained variance {h.get('explained_variance', float('nan')):.3f}, "
+              f"entropy per head: {ent}")
     if args.save:
-        write_json_atomic(Path(str(args.save) + ".history.json"), hist)
         print(f"wrote {args.save} and {args.save}.history.json")
     return 0

@@ -13,9 +13,11 @@ import sys
 from collections import Counter, defaultdict
 from enum import Enum
 from pathlib import Path
+import warnings
 from typing import Any, TextIO
 
 from ..leyline import TelemetryEvent, TelemetryEventType
+from ..leyline.files import OutputError, check_output_dir
 from .config import TelemetryConfig, TelemetryLevel
 from .hub import TelemetryBackend, TelemetryHub
 
@@ -218,8 +220,13 @@ def make_hub(
     if config.level == TelemetryLevel.OFF: return hub
     if console: hub.add_backend(ConsoleBackend(stream, level=console_level))
     if telemetry_dir is not None:
-        root = Path(telemetry_dir)
-        root.mkdir(parents=True, exist_ok=True)
+        root = check_output_dir(telemetry_dir, "telemetry folder")  # now, not in a writer thread later
         if jsonl: hub.add_backend(JSONLBackend(root/"events.jsonl"))
-        if tensorboard: hub.add_backend(TensorBoardBackend(root/"tensorboard"))
+        if tensorboard:
+            try:
+                check_output_dir(root / "tensorboard", "TensorBoard folder")
+            except OutputError as e:  # the events still reach events.jsonl: say so once and go on
+                warnings.warn(f"{e}; telemetry goes to events.jsonl only", stacklevel=2)
+            else:
+                hub.add_backend(TensorBoardBackend(root/"tensorboard"))
     return hub

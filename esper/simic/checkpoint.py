@@ -9,13 +9,14 @@ __all__ = ['CHECKPOINT_FORMAT', 'CHECKPOINT_VERSION', 'ARCH_FIELDS', 'HPARAM_FIE
 # %% ../../nbs/simic/10_checkpoint.ipynb #832e1ee5
 import os
 import pickle
+import re
 import struct
-import tempfile
 import zipfile
 from pathlib import Path
 
 import torch
 
+from ..leyline.files import save_torch_atomic
 from .normalizers import RunningMeanStd, RewardNormalizer
 
 # %% ../../nbs/simic/10_checkpoint.ipynb #04ef9a0c
@@ -47,23 +48,22 @@ def save_agent(
     clash = set(extra or {}) & set(payload)
     if clash: raise ValueError(f"extra checkpoint entries may not replace the agent's own: {sorted(clash)}")
     payload.update(extra or {})
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f); f.flush(); os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+    save_torch_atomic(path, payload)  # temp file, fsync, rename: a kill or a full disk leaves the previous file
 
 def read_checkpoint(path: str|os.PathLike, map_location="cpu") -> dict:
     "Load and check a checkpoint payload; clear errors for truncated or foreign files."
     try: payload = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError: raise
+    except pickle.UnpicklingError as e:  # safe loading refused a Python object no Esper checkpoint holds
+        found = re.search(r"GLOBAL ([\w.]+)", str(e))
+        what = f" ({found.group(1)})" if found else ""
+        raise ValueError(f"{path} is not an Esper checkpoint, or comes from an incompatible version: it holds a Python "
+                         f"object{what} that Esper never saves, so it was not loaded") from None
     except (RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError, OSError, KeyError,
             IndexError, struct.error, UnicodeDecodeError) as e:  # what torch raises on truncated/corrupt bytes
-        raise ValueError(f"{path} is not a readable PPOAgent checkpoint (truncated, corrupt or not a torch file): {e}") from e
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(f"{path} is not a readable PPOAgent checkpoint (truncated, corrupt or not a torch file: "
+                         f"{reason})") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
         raise ValueError(f"{path} is not a PPOAgent checkpoint (format {found!r}, expected {CHECKPOINT_FORMAT!r})")

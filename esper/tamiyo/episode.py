@@ -17,6 +17,7 @@ from ..leyline import (SeedStage, LifecycleOp, LIVE_STAGES, BLUEPRINTS, BlendAlg
                            TelemetryEvent, TelemetryEventType, DEFAULT_BLEND_EPOCHS, DEFAULT_EMBARGO_EPOCHS)
 from ..kasmina import MorphogeneticModel, GateConfig
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
+from ..tolaria.governor import blowup_bound
 from ..tolaria.gradients import SeedGradientCollector, SeedGradientStats, materialize_grad_stats
 from .signals import SignalTracker, TamiyoAction, Controller
 
@@ -162,8 +163,12 @@ class Episode:
         self.model = MorphogeneticModel(host, c.slots, c.blend_epochs, c.blend_algorithm, c.embargo_epochs, c.gates,
                                         hub=self.hub, env_id=self.env_id).to(self.device)
         self.runner = EpochRunner(self.model, self.device, c.host_lr, c.seed_lr, c.momentum)
-        self.governor = TolariaGovernor(self.model, runner=self.runner, hub=self.hub, env_id=self.env_id) if c.governor else None
-        if self.governor is not None: self.governor.snapshot(epoch=0)
+        self.governor = None
+        if c.governor:
+            bound = blowup_bound(self.task.n_classes)  # judges the first epochs, before a loss history exists
+            self.governor = TolariaGovernor(self.model, runner=self.runner, hub=self.hub, env_id=self.env_id,
+                                            max_loss=bound)
+            self.governor.snapshot(epoch=0)  # the initial weights: what a blow-up in epoch 1 rolls back to
         self.grads = EpisodeGradientStats(self.model)
         self.tracker = SignalTracker()
         self.epoch, self.global_step, self.history = 0, 0, []
