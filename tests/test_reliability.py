@@ -17,9 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-import esper.leyline.files as files
 from esper.cli import main
-from esper.leyline.files import RunLock
 from esper.simic.checkpoint import read_checkpoint
 
 # tiny PPO runs: one episode of two epochs of two batches takes a fraction of a second
@@ -82,7 +80,7 @@ def test_full_disk_names_the_file_and_keeps_the_previous_one(tmp_path, capsys, m
 
     def disk_full(fd):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    monkeypatch.setattr(files.os, "fsync", disk_full)
+    monkeypatch.setattr(os, "fsync", disk_full)
     rc = main(COMPARE + ["--out", str(out), "--seeds", "1"])
     line = one_line(capsys.readouterr().err)
     assert rc == 1 and "No space left on device" in line and str(out / "comparison.md") in line, line
@@ -94,7 +92,7 @@ def test_checkpoint_write_on_a_full_disk_keeps_the_last_checkpoint(tmp_path, cap
     assert main(PPO + ["--n-episodes", "2", "--save", str(save)]) == 0
     good = save.read_bytes()
     capsys.readouterr()
-    monkeypatch.setattr(files.os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
     rc = main(PPO + ["--n-episodes", "4", "--save", str(save), "--resume", str(save)])
     line = one_line(capsys.readouterr().err)
     assert rc == 1 and f"cannot write {save}: No space left on device" in line, line
@@ -190,6 +188,7 @@ def test_a_second_writer_of_the_same_checkpoint_is_refused(tmp_path, capsys):
 
 
 def test_concurrent_runs_on_one_output_folder_exclude_each_other(tmp_path):
+    from esper.leyline.files import RunLock
     lock = tmp_path / "runs" / ".esper.lock"
     with RunLock(lock, "--out runs"):
         with pytest.raises(OSError, match="--out runs is being written by another Esper run"):
@@ -241,7 +240,6 @@ def test_ctrl_c_in_a_job_without_checkpoints_is_one_line(tmp_path):
 
 KILLER = textwrap.dedent("""
     import os, signal, sys
-    import esper.leyline.files as files
     target, when = sys.argv[1], int(sys.argv[2])
     calls = {"fsync": 0, "replace": 0}
     def killing(name, real):
@@ -254,8 +252,8 @@ KILLER = textwrap.dedent("""
                 os.kill(os.getpid(), signal.SIGKILL)
             return out
         return call
-    files.os.fsync = killing("fsync", os.fsync)
-    files.os.replace = killing("replace", os.replace)
+    os.fsync = killing("fsync", os.fsync)
+    os.replace = killing("replace", os.replace)
     from esper.cli import main
     sys.exit(main(sys.argv[3:]))
 """)

@@ -31,7 +31,21 @@ class TestRunningMeanStdStateDict:
         """state_dict has expected keys."""
         rms = RunningMeanStd(shape=(5,), device="cpu")
         state = rms.state_dict()
-        assert set(state.keys()) == {"mean", "var", "count"}
+        assert set(state.keys()) == {"mean", "var", "count", "n_nonfinite"}
+
+    def test_loads_a_state_dict_saved_before_n_nonfinite(self):
+        """A checkpoint written before the non-finite count existed still loads (count 0)."""
+        rms = RunningMeanStd(shape=(3,), device="cpu")
+        rms.update(torch.randn(8, 3))
+        rms.n_nonfinite = 5
+        old = {k: v for k, v in rms.state_dict().items() if k != "n_nonfinite"}
+        rms2 = RunningMeanStd(shape=(3,), device="cpu")
+        rms2.load_state_dict(old)
+        assert rms2.n_nonfinite == 0 and torch.equal(rms2.mean, rms.mean)
+        rms2.load_state_dict(rms.state_dict())
+        assert rms2.n_nonfinite == 5
+        with pytest.raises(ValueError, match="keys"):
+            rms2.load_state_dict({**old, "extra": torch.zeros(())})
 
 
 class TestRewardNormalizerStateDict:
@@ -60,7 +74,16 @@ class TestRewardNormalizerStateDict:
         """state_dict has expected keys."""
         rn = RewardNormalizer()
         state = rn.state_dict()
-        assert set(state.keys()) == {"mean", "m2", "count"}
+        assert set(state.keys()) == {"mean", "m2", "count", "n_nonfinite"}
+
+    def test_loads_a_state_dict_saved_before_n_nonfinite(self):
+        rn = RewardNormalizer()
+        rn.load_state_dict({"mean": 1.0, "m2": 8.0, "count": 3})
+        assert rn.n_nonfinite == 0 and rn.std == 2.0
+        rn.n_nonfinite = 2
+        rn2 = RewardNormalizer()
+        rn2.load_state_dict(rn.state_dict())
+        assert rn2.n_nonfinite == 2
 
 
 def test_running_mean_std_matches_batch_statistics():
@@ -84,3 +107,38 @@ def test_update_runs_in_inference_mode_and_normalize_is_usable_in_autograd():
 def test_load_state_dict_rejects_wrong_shape():
     with pytest.raises(ValueError, match="shape"):
         RunningMeanStd((3,)).load_state_dict(RunningMeanStd((2,)).state_dict())
+
+
+def test_running_mean_std_ignores_non_finite_rows():
+    """Rows with a NaN or Inf are left out and counted; the statistics are those of the finite rows."""
+    torch.manual_seed(0)
+    good = torch.randn(6, 3)
+    batch = torch.cat([good[:3], torch.tensor([[float("nan"), 0.0, 0.0], [0.0, float("-inf"), 1.0]]), good[3:]])
+    rms, ref = RunningMeanStd((3,)), RunningMeanStd((3,))
+    rms.update(batch)
+    ref.update(good)
+    assert torch.isfinite(rms.mean).all() and torch.isfinite(rms.var).all()
+    assert torch.equal(rms.mean, ref.mean) and torch.equal(rms.var, ref.var) and torch.equal(rms.count, ref.count)
+    assert rms.n_nonfinite == 2
+
+
+def test_running_mean_std_all_non_finite_batch_changes_nothing():
+    rms = RunningMeanStd((2,))
+    rms.update(torch.randn(4, 2))
+    before = rms.state_dict()
+    rms.update(torch.tensor([float("nan"), float("inf")]))  # a single observation
+    assert all(torch.equal(before[k], rms.state_dict()[k]) for k in ("mean", "var", "count"))
+    assert rms.n_nonfinite == 1
+
+
+def test_reward_normalizer_ignores_non_finite_rewards():
+    """A NaN reward no longer becomes +clip and poisons the running mean: left out, counted, returned as NaN."""
+    import math
+    rn = RewardNormalizer(clip=5.0)
+    for r in (1.0, 3.0, 5.0):
+        rn.update_and_normalize(r)
+    out = rn.update_and_normalize(float("nan"))
+    assert math.isnan(out)
+    assert rn.update_and_normalize(float("-inf")) == float("-inf")
+    assert (rn.count, rn.n_nonfinite, rn.mean, rn.std) == (3, 2, 3.0, 2.0)
+    assert rn.normalize_only(4.0) == 4.0 / (2.0 + 1e-8)

@@ -141,25 +141,46 @@ def test_entropy_coefficient_actually_weights_the_loss():
 
 
 # ----------------------------------------------------------------------------- seed 001
-def test_fused_nan_inf_detection():
-    """Verify NaN/Inf detection uses single fused check."""
-    import torch
+def _store_bad(agent, bad, n=2, env_id=0):
+    """Store `n` steps of one env, the first one carrying a NaN reward, an Inf feature or a NaN old log-prob."""
+    for t in range(n):
+        state = torch.randn(agent.state_dim)
+        reward, log_prob = 1.0, -0.5
+        if t == 0 and bad == "nan_reward":
+            reward = float("nan")
+        if t == 0 and bad == "inf_state":
+            state[2] = float("inf")
+        if t == 0 and bad == "nan_log_prob":
+            log_prob = float("nan")
+        agent.store_transition(state, t % 2, log_prob, 0.5, reward, t == n - 1, env_id=env_id)
+
+
+def _snapshot(agent):
+    return [p.detach().clone() for p in agent.network.parameters()]
+
+
+def _same(a, b):
+    return all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("bad", ["nan_reward", "inf_state", "nan_log_prob"])
+def test_fused_nan_inf_detection(bad):
+    """A NaN/Inf fed into the rollout is detected by the fused check, and the step it poisons is skipped."""
     from esper.simic.ppo import PPOAgent
-
+    torch.manual_seed(0)
     agent = PPOAgent(state_dim=10, action_dim=4, device="cpu")
-
-    # Create buffer with normal data
-    state = torch.randn(10)
-    action_mask = torch.ones(4)
-    agent.store_transition(state, 0, -0.5, 0.5, 1.0, False, action_mask)
-    agent.store_transition(state, 1, -0.3, 0.6, 0.5, True, action_mask)
-
+    _store_bad(agent, bad)
+    before = _snapshot(agent)
     metrics = agent.update(last_value=0.0)
-
-    # Should NOT have separate nan/inf flags (old API)
-    # New API uses combined 'ratio_has_numerical_issue' only when issues occur
-    assert 'ratio_has_nan' not in metrics and 'ratio_has_inf' not in metrics, \
-        "Should use fused check, not separate nan/inf flags"
+    assert _same(before, agent.network.parameters())  # weights untouched, not NaN
+    assert metrics["skipped_steps"] == 1 and metrics["n_epochs_run"] == 1  # one minibatch, skipped; update stopped
+    assert "skipped_steps" in metrics["anomalies"]
+    if bad != "inf_state":  # an Inf input can leave loss and ratio finite; only the gradient is NaN
+        assert metrics["ratio_has_numerical_issue"] is True and "numerical_instability" in metrics["anomalies"]
+    assert agent.optimizer.state_dict()["state"] == {}  # Adam never stepped
+    assert all(p.grad is None for p in agent.network.parameters())  # the non-finite gradients were dropped
+    # one fused flag, not separate nan/inf flags (those only come with debug telemetry)
+    assert "ratio_has_nan" not in metrics and "ratio_has_inf" not in metrics
 
 
 class _Telemetry:
@@ -508,7 +529,10 @@ def test_value_clipping_option_runs_and_differs():
 
 
 def test_no_host_sync_per_minibatch(monkeypatch):
-    """.item()/.tolist() calls do not grow with the number of minibatches (they happen per epoch and at the end)."""
+    """.item()/.tolist() calls do not grow with the number of minibatches (they happen per epoch and at the end).
+
+    The CPU (foreach) optimiser reads its step-skip flag with bool() each minibatch; on CPU that flag is host memory.
+    The fused optimiser used on CUDA never reads it: see test_fused_optimizer_skips_on_device_without_host_reads."""
     from esper.simic.ppo import PPOAgent
     counts = []
     for batch_size in (64, 4):
@@ -528,6 +552,110 @@ def test_no_host_sync_per_minibatch(monkeypatch):
         monkeypatch.undo()
         counts.append(calls["n"])
     assert counts[0] == counts[1] > 0
+
+
+def test_skipped_step_keeps_adam_state_and_step_count():
+    """After healthy updates, a skipped step leaves the weights and every Adam tensor (step count too) as they were."""
+    import copy
+    from esper.simic.ppo import PPOAgent
+    torch.manual_seed(0)
+    agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, device="cpu", n_epochs=2, batch_size=16)
+    _fill(agent)
+    agent.update()
+    state = copy.deepcopy(agent.optimizer.state_dict()["state"])
+    before = _snapshot(agent)
+    _store_bad(agent, "nan_reward", n=16)
+    m = agent.update()
+    assert _same(before, agent.network.parameters())
+    after = agent.optimizer.state_dict()["state"]
+    assert all(torch.equal(state[i][k], after[i][k]) for i in state for k in state[i])
+    assert m["skipped_steps"] == 1 and m["nonfinite_advantages"] == 1
+
+
+def test_fused_optimizer_skips_on_device_without_host_reads(monkeypatch):
+    """With a fused optimizer the skip goes through `found_inf`: no .item()/.tolist()/bool() per minibatch."""
+    from esper.simic.ppo import PPOAgent
+    counts = []
+    for batch_size in (64, 4):
+        torch.manual_seed(0)
+        agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, device="cpu", n_epochs=1, batch_size=batch_size)
+        agent.optimizer = torch.optim.Adam(agent.network.parameters(), lr=3e-4, eps=1e-5, fused=True)
+        _fill(agent, n=32)
+        agent.update()
+        _store_bad(agent, "nan_reward", n=32)
+        before = _snapshot(agent)
+        steps = [s["step"].clone() for s in agent.optimizer.state.values()]
+        calls = {"n": 0}
+        orig = {name: getattr(torch.Tensor, name) for name in ("item", "tolist", "__bool__")}
+        def from_esper():
+            return Path(sys._getframe(2).f_code.co_filename).resolve().is_relative_to(ESPER_DIR)
+        def counting(name):
+            def f(self, *a):
+                calls["n"] += from_esper()
+                return orig[name](self, *a)
+            return f
+        for name in orig:
+            monkeypatch.setattr(torch.Tensor, name, counting(name))
+        m = agent.update()
+        monkeypatch.undo()
+        counts.append(calls["n"])
+        assert all(p.isfinite().all() for p in agent.network.parameters())
+        assert m["skipped_steps"] == 1 if batch_size == 64 else m["skipped_steps"] >= 1
+        if batch_size == 64:  # the only step was skipped: nothing moved
+            assert _same(before, agent.network.parameters())
+            assert all(torch.equal(a, s["step"]) for a, s in zip(steps, agent.optimizer.state.values()))
+        assert not hasattr(agent.optimizer, "found_inf")
+    assert counts[0] == counts[1] > 0
+
+
+def test_clean_minibatches_still_learn_next_to_a_bad_one():
+    """An Inf state costs only the minibatch it lands in; the other minibatches step and the weights stay finite."""
+    from esper.simic.ppo import PPOAgent
+    torch.manual_seed(0)
+    agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, device="cpu", n_epochs=2, batch_size=8)
+    for t in range(32):
+        agent.store_transition(torch.randn(4), t % 3, math.log(1 / 3), 0.0, 1.0, t == 31, env_id=0)
+    _store_bad(agent, "inf_state", n=8, env_id=1)
+    before = _snapshot(agent)
+    m = agent.update()
+    assert all(p.isfinite().all() for p in agent.network.parameters())
+    assert not _same(before, agent.network.parameters())
+    assert m["skipped_steps"] == 1 and m["n_epochs_run"] == 1 and m["early_stopped"] is True
+
+
+def test_recurrent_update_skips_non_finite_steps():
+    """The recurrent update shares the optimiser step, so it skips and counts the same way."""
+    from esper.simic.ppo import PPOAgent
+    torch.manual_seed(0)
+    agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, lstm_hidden_dim=8, device="cpu", recurrent=True)
+    for t in range(8):
+        s = torch.randn(4)
+        a, lp, v = agent.get_action(s)
+        agent.store_recurrent_transition(s, a, lp, v, float("nan") if t == 7 else 1.0, t == 7)
+    before = _snapshot(agent)
+    m = agent.update()
+    assert _same(before, agent.network.parameters())
+    assert m["skipped_steps"] == 1 and "skipped_steps" in m["anomalies"]
+
+
+def test_healthy_update_skips_nothing():
+    from esper.simic.ppo import PPOAgent
+    torch.manual_seed(0)
+    agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, device="cpu", n_epochs=2, batch_size=16)
+    _fill(agent)
+    m = agent.update()
+    assert m["skipped_steps"] == 0 and m["nonfinite_advantages"] == 0 and "skipped_steps" not in m["anomalies"]
+
+
+def test_skipped_step_is_logged(caplog):
+    from esper.simic.ppo import PPOAgent
+    torch.manual_seed(0)
+    agent = PPOAgent(state_dim=4, action_dim=4, hidden_dim=16, device="cpu")
+    _store_bad(agent, "nan_reward", n=4)
+    with caplog.at_level("WARNING", logger="esper.simic.ppo"):
+        agent.update()
+    assert "skipped 1 of 1 optimizer steps on a non-finite loss or gradient" in caplog.text
+    assert "1 samples have a non-finite advantage or return" in caplog.text
 
 
 def test_state_mismatch_warns():

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['state_dim', 'action_dim', 'obs_to_state', 'slot_stages', 'action_masks', 'decode_action', 'step_reward', 'Decision',
-           'normalize_states', 'act', 'PPOController', 'load_ppo_controller']
+           'check_states', 'normalize_states', 'act', 'PPOController', 'load_ppo_controller']
 
 # %% ../../nbs/simic/21_env.ipynb #bbb4a262
 from dataclasses import dataclass
@@ -106,9 +106,41 @@ def _stack_masks(masks: list, factored: bool):
     if not factored: return torch.stack(masks)
     return {k: torch.stack([m[k] for m in masks]) for k in masks[0]}
 
-def normalize_states(agent: Any, observations: list[dict[str, Any]], update: bool) -> torch.Tensor:
+def _feature_name(obs: dict[str, Any], j: int) -> str:
+    "What state feature `j` of `obs` is: a base feature or one slot's telemetry."
+    if j < BASE_FEATURE_DIM:
+        return f"base feature {j}"
+    slot, k = divmod(j - BASE_FEATURE_DIM, SEED_TELEMETRY_DIM)
+    return f"{list(obs['slots'])[slot]} telemetry {k}"
+
+def check_states(
+    raw: torch.Tensor,                  # raw states `[B, D]`, one row per observation
+    observations: list[dict[str, Any]], # the observations they were built from
+    env_ids: list[int]|None=None,       # the env of each row (default: its index)
+) -> None:
+    "Raise a `ValueError` naming every env whose state has a NaN or Inf, with its epoch and the features."
+    finite = torch.isfinite(raw)
+    if bool(finite.all()):
+        return
+    ids = list(range(len(observations))) if env_ids is None else list(env_ids)
+    msgs = []
+    for i in (~finite.all(1)).nonzero().flatten().tolist():
+        bad = (~finite[i]).nonzero().flatten().tolist()
+        names = ", ".join(_feature_name(observations[i], j) for j in bad)
+        msgs.append(f"environment {ids[i]} returned a non-finite observation at epoch {observations[i]['epoch']}: "
+                    f"state features {bad} ({names}) are {raw[i, bad].tolist()}")
+    raise ValueError("; ".join(msgs))
+
+def normalize_states(
+    agent: Any,                         # a PPOAgent: its device and `obs_normalizer`
+    observations: list[dict[str, Any]], # one observation per env
+    update: bool,                       # fold the raw states into the normaliser before normalising
+    env_ids: list[int]|None=None,       # their env ids, for the non-finite error (default: row index)
+) -> torch.Tensor:
     "Raw states of `observations` on the agent's device, folded into and normalised by `agent.obs_normalizer`."
-    raw = torch.stack([obs_to_state(o) for o in observations]).to(agent.device)
+    raw = torch.stack([obs_to_state(o) for o in observations])
+    check_states(raw, observations, env_ids)  # on the CPU, before the normaliser or the policy sees them
+    raw = raw.to(agent.device)
     norm = agent.obs_normalizer
     if norm is None: return raw
     if update: norm.update(raw)
@@ -122,7 +154,7 @@ def act(
     update_normalizer: bool=True,      # fold these observations into the running statistics
 ) -> list[Decision]:
     "Batched decisions for several envs in one forward pass."
-    states = normalize_states(agent, observations, update_normalizer)
+    states = normalize_states(agent, observations, update_normalizer, env_ids)
     masks = [action_masks(o, agent.factored) for o in observations]
     actions, log_probs, values = agent.get_action_batch(states, _stack_masks(masks, agent.factored), deterministic, env_ids)
     lp, v = log_probs.tolist(), values.tolist()

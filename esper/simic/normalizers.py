@@ -23,11 +23,18 @@ class RunningMeanStd:
         self.mean = torch.zeros(self.shape, dtype=torch.float32, device=self._device)
         self.var = torch.ones(self.shape, dtype=torch.float32, device=self._device)
         self.count = torch.tensor(epsilon, dtype=torch.float64, device=self._device)
+        self.n_nonfinite = 0  # rows left out of the statistics because they held a NaN or Inf
 
     @torch.inference_mode()
     def update(self, x: torch.Tensor) -> None:
-        "Fold a batch `[B, *shape]` (or a single `[*shape]`) into the statistics."
+        "Fold a batch `[B, *shape]` (or a single `[*shape]`) into the statistics; rows with a NaN or Inf are left out."
         x = torch.as_tensor(x, dtype=torch.float32, device=self._device).reshape(-1, *self.shape)
+        finite = torch.isfinite(x).reshape(x.shape[0], math.prod(self.shape)).all(1)  # one flag per row
+        if not bool(finite.all()):  # one host read per call; an all-finite batch takes the unchanged path below
+            self.n_nonfinite += int((~finite).sum())
+            x = x[finite]
+        if x.shape[0] == 0:  # nothing left to fold in (an empty mean would be NaN)
+            return
         b_mean, b_var, b_count = x.mean(0), x.var(0, correction=0), x.shape[0]
         delta, total = b_mean - self.mean, self.count + b_count
         new_mean = self.mean + delta * (b_count / total).float()
@@ -50,15 +57,18 @@ class RunningMeanStd:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         "Statistics for a checkpoint (copies)."
-        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": self.count.clone()}
+        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": self.count.clone(),
+                "n_nonfinite": torch.tensor(self.n_nonfinite, dtype=torch.int64)}
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        "Restore statistics saved by `state_dict`."
-        if set(state) != {"mean", "var", "count"}:
-            raise ValueError(f"RunningMeanStd state must have keys mean, var, count (got {sorted(state)})")
+        "Restore statistics saved by `state_dict` (one saved before `n_nonfinite` existed restores it as 0)."
+        if not {"mean", "var", "count"} <= set(state) <= {"mean", "var", "count", "n_nonfinite"}:
+            raise ValueError(f"RunningMeanStd state must have keys mean, var, count and optionally n_nonfinite "
+                             f"(got {sorted(state)})")
         if tuple(state["mean"].shape) != self.shape:
             raise ValueError(f"RunningMeanStd state has shape {tuple(state['mean'].shape)}, expected {self.shape}")
         self.mean, self.var, self.count = (state[k].clone().to(self._device) for k in ("mean", "var", "count"))
+        self.n_nonfinite = int(state.get("n_nonfinite", 0))
 
 # %% ../../nbs/simic/05_normalizers.ipynb #4776ed7b
 class RewardNormalizer:
@@ -70,6 +80,7 @@ class RewardNormalizer:
         if not clip > 0: raise ValueError(f"clip must be in (0, inf) (got {clip})")
         self.clip, self.epsilon = clip, epsilon
         self.mean, self.m2, self.count = 0.0, 0.0, 0
+        self.n_nonfinite = 0  # rewards left out of the statistics because they were NaN or Inf
 
     @property
     def std(self) -> float:
@@ -77,14 +88,19 @@ class RewardNormalizer:
         return math.sqrt(self.m2 / (self.count - 1)) if self.count > 1 else 1.0
 
     def update(self, reward: float) -> None:
-        "Fold one reward into the statistics."
+        "Fold one reward into the statistics; a NaN or Inf is left out and counted in `n_nonfinite`."
+        if not math.isfinite(reward):
+            self.n_nonfinite += 1
+            return
         self.count += 1
         delta = reward - self.mean
         self.mean += delta / self.count
         self.m2 += delta * (reward - self.mean)
 
     def normalize_only(self, reward: float) -> float:
-        "Scale without updating."
+        "Scale without updating; a NaN or Inf comes back unchanged (not clipped), so the caller still sees it."
+        if not math.isfinite(reward):
+            return reward
         return max(-self.clip, min(self.clip, reward / (self.std + self.epsilon)))
 
     def update_and_normalize(self, reward: float) -> float:
@@ -93,9 +109,12 @@ class RewardNormalizer:
         return self.normalize_only(float(reward))
 
     def state_dict(self) -> dict[str, float|int]:
-        return {"mean": self.mean, "m2": self.m2, "count": self.count}
+        return {"mean": self.mean, "m2": self.m2, "count": self.count, "n_nonfinite": self.n_nonfinite}
 
     def load_state_dict(self, state: dict[str, float|int]) -> None:
-        if set(state) != {"mean", "m2", "count"}:
-            raise ValueError(f"RewardNormalizer state must have keys mean, m2, count (got {sorted(state)})")
+        "Restore statistics saved by `state_dict` (one saved before `n_nonfinite` existed restores it as 0)."
+        if not {"mean", "m2", "count"} <= set(state) <= {"mean", "m2", "count", "n_nonfinite"}:
+            raise ValueError(f"RewardNormalizer state must have keys mean, m2, count and optionally n_nonfinite "
+                             f"(got {sorted(state)})")
         self.mean, self.m2, self.count = float(state["mean"]), float(state["m2"]), int(state["count"])
+        self.n_nonfinite = int(state.get("n_nonfinite", 0))
