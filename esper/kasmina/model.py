@@ -17,7 +17,7 @@ from ..leyline import (SeedStage, LIVE_STAGES, BLUEPRINTS, BlendAlgorithm, Telem
                            IllegalTransitionError, DEFAULT_BLEND_EPOCHS, DEFAULT_EMBARGO_EPOCHS)
 from .blueprints import get_blueprint, family_for_dims
 from .slot import SeedSlot, SeedState, GateConfig, GateResult, check_gate
-from ..tolaria.trainer import validate
+from .evaluation import validate
 
 # %% ../../nbs/kasmina/02_model.ipynb #1e48fbea
 _NEXT = {SeedStage.GERMINATED: SeedStage.TRAINING, SeedStage.TRAINING: SeedStage.BLENDING,
