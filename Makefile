@@ -3,6 +3,7 @@
 #   make test   - check notebooks and esper/ agree, run nbdev_test, then pytest tests
 #   make lab    - open the notebooks in JupyterLab
 #   make docs   - render an offline HTML preview of every notebook into _preview/
+#   make docs-check - build it, then check every page in headless Chromium (navigation, links, markup, images, offline)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -13,7 +14,7 @@ PPO_FLAGS ?= --vectorized --n-envs 8 --max-epochs 15 --max-batches 30 \
 	--entropy-coef-start 0.05 --entropy-coef-end 0.01 --entropy-anneal-episodes 240 --seed 0
 EVAL_SEEDS ?= 2000 2001 2002
 
-.PHONY: install run bench-learning bench-learning-full test check-export nbdev-test pytest lab docs readme export
+.PHONY: install run bench-learning bench-learning-full test check-export nbdev-test pytest lab docs docs-check readme export
 
 $(STAMP): setup.py settings.ini .ci/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -65,10 +66,23 @@ lab: $(STAMP)
 
 # Offline HTML preview of every notebook (Quarto, which builds the published site, is not needed).
 # EXECUTE=1 re-runs the notebooks while rendering; by default their saved outputs are shown.
+# Sidebar from nbs/sidebar.yml, show_doc rendered from the exported esper objects, math as MathML: nothing is
+# fetched from the network when a page is opened.
 docs: $(STAMP)
 	rm -rf _preview
 	$(BIN)/python .ci/docs_preview.py nbs _preview $(if $(EXECUTE),--execute,)
 	@echo "open _preview/index.html in a browser"
+
+# `make docs`, then every page loaded in headless Chromium (Debian's package, installed here when missing):
+# sidebar/top bar/previous-next on each page, every relative link and #anchor resolves, no raw Quarto markup,
+# every image loads, no request leaves the machine. Screenshots: _preview/_screenshots/{index,chapter}.png.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+docs-check: docs
+	@command -v chromium >/dev/null 2>&1 || { echo "chromium not found: installing Debian's chromium package"; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium \
+		|| { $(SUDO) apt-get update -q && $(SUDO) env DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -q --no-install-recommends chromium; }; }
+	$(BIN)/python .ci/docs_check.py _preview
 
 # README.md is generated from nbs/index.ipynb (nbdev_readme needs Quarto, which these machines lack).
 readme: $(STAMP)

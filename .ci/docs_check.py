@@ -1,0 +1,318 @@
+"""Check the offline docs preview in headless Chromium: navigation, links, markup, images, no network.
+
+    python .ci/docs_check.py _preview [--chapter simic/20_rewards.html] [--chromium PATH]
+
+Every `*.html` page under the folder is loaded from file:// in one headless Chromium, driven over the Chrome
+DevTools Protocol on a pipe (`--remote-debugging-pipe`: no port, no extra package). For each page it checks
+
+* navigation: the sidebar (`nav#sidebar` with links), the top bar's link to the index, previous/next links;
+* links: every relative `href`/`src` (as Chromium resolves it) points at an existing file, and its `#anchor`
+  at an existing id in that file; same-page `#anchors` too;
+* markup: no raw Quarto/nbdev markup (`:::` fences, `{.class}` / `{target=...}` attributes) in the page's text,
+  and no show_doc the preview could not render (`.doc-missing`);
+* images: every `<img>` loaded (`naturalWidth > 0`);
+* network: every request the page makes is file:, data: or blob: (anything else is recorded, blocked and
+  reported), and no file:// request fails.
+
+It saves `_screenshots/index.png` and `_screenshots/chapter.png` in the folder, prints a summary and exits 1
+with the list of failures if there is any (2 when Chromium cannot be started).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import fcntl
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+LOCAL_SCHEMES = ("file:", "data:", "blob:", "about:")
+RESOURCE_ATTRS = {"script": "src", "link": "href", "img": "src", "iframe": "src", "source": "src", "video": "src",
+                  "audio": "src", "embed": "src", "object": "data", "track": "src"}
+MARKUP = re.compile(r":::|\{[.#][\w-]|\{target=|\{style=")
+PAGE_TIMEOUT = 30.0
+
+PROBE = r"""(() => {
+  const side = document.querySelector('nav#sidebar');
+  const brand = document.querySelector('header.topbar a.brand');
+  const text = document.body ? document.body.innerText : '';
+  const hits = [];
+  const re = /:::|\{[.#][\w-]|\{target=|\{style=/g; let m;
+  while ((m = re.exec(text)) && hits.length < 5) {
+    hits.push(text.slice(Math.max(0, m.index - 40), m.index + 40)); re.lastIndex = m.index + 40; }
+  return {
+    title: document.title,
+    sidebar: side ? side.querySelectorAll('a[href]').length : -1,
+    brand: brand ? brand.href : null,
+    pager: document.querySelectorAll('nav.pager a[href]').length,
+    links: [...document.querySelectorAll('a[href], link[href]')].map(a => [a.getAttribute('href'), a.href,
+            !!a.closest('nav, header.topbar, aside.toc, head'), a.getAttribute('data-notebook-href')]),
+    srcs: [...document.querySelectorAll('[src]')].map(e => [e.getAttribute('src').slice(0, 200), e.src.slice(0, 300)]),
+    ids: [...document.querySelectorAll('[id]')].map(e => e.id).concat(
+         [...document.querySelectorAll('a[name]')].map(e => e.getAttribute('name'))),
+    images: [...document.images].map(i => [i.getAttribute('src').slice(0, 80), i.complete, i.naturalWidth]),
+    markup: hits,
+    missing_docs: [...document.querySelectorAll('.doc-missing')].map(e => e.closest('.doc-item')?.innerText.split('\n')[0] || '?'),
+    math: document.getElementsByTagName('math').length,
+  };
+})()"""
+
+
+class CDP:
+    "Chrome DevTools Protocol over --remote-debugging-pipe (fd 3: commands in, fd 4: replies out, NUL-terminated)."
+
+    def __init__(self, chromium: str, profile: str):
+        to_chrome_r, self._w = os.pipe()
+        self._r, from_chrome_w = os.pipe()
+
+        def fds():  # in the child: its fd 3 reads our commands, its fd 4 carries its replies
+            high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in (to_chrome_r, from_chrome_w)]  # clear of 3 and 4
+            os.dup2(high[0], 3); os.dup2(high[1], 4)  # dup2 leaves them inheritable
+        args = [chromium, "--headless", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
+                "--disable-dev-shm-usage", "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-default-apps", "--mute-audio", "--hide-scrollbars", "--allow-file-access-from-files",
+                f"--user-data-dir={profile}", "about:blank"]
+        self.proc = subprocess.Popen(args, preexec_fn=fds, pass_fds=(3, 4), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chrome_r); os.close(from_chrome_w)
+        self._buf, self._id, self.events = b"", 0, []
+
+    def _read_message(self, deadline: float) -> dict:
+        while b"\0" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0: raise TimeoutError("no reply from Chromium")
+            ready, _, _ = select.select([self._r], [], [], left)
+            if not ready: continue
+            chunk = os.read(self._r, 1 << 20)
+            if not chunk: raise RuntimeError("Chromium closed the DevTools pipe (did it start?)")
+            self._buf += chunk
+        raw, self._buf = self._buf.split(b"\0", 1)
+        return json.loads(raw)
+
+    def send(self, method: str, params: dict | None = None, session: str | None = None, timeout: float = PAGE_TIMEOUT):
+        self._id += 1
+        msg = {"id": self._id, "method": method, "params": params or {}}
+        if session: msg["sessionId"] = session
+        os.write(self._w, json.dumps(msg).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            m = self._read_message(deadline)
+            if m.get("id") == self._id:
+                if "error" in m: raise RuntimeError(f"{method}: {m['error'].get('message')}")
+                return m.get("result", {})
+            if "method" in m: self.events.append(m)
+
+    def wait_event(self, method: str, session: str, timeout: float = PAGE_TIMEOUT) -> bool:
+        deadline = time.monotonic() + timeout
+        for i, e in enumerate(self.events):
+            if e["method"] == method and e.get("sessionId") == session:
+                del self.events[i]; return True
+        while time.monotonic() < deadline:
+            try: m = self._read_message(deadline)
+            except TimeoutError: return False
+            if m.get("method") == method and m.get("sessionId") == session: return True
+            if "method" in m: self.events.append(m)
+        return False
+
+    def drain(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            try: m = self._read_message(deadline)
+            except TimeoutError: return
+            if "method" in m: self.events.append(m)
+
+    def close(self) -> None:
+        try: self.send("Browser.close", timeout=5)
+        except Exception: pass
+        try: self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired: self.proc.kill(); self.proc.wait()
+        os.close(self._w); os.close(self._r)
+
+
+class _Resources(HTMLParser):
+    "Static pass: resource URLs (src/href that the browser would fetch) in the raw HTML."
+    def __init__(self):
+        super().__init__(); self.urls = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        name = RESOURCE_ATTRS.get(tag)
+        if name and a.get(name): self.urls.append((tag, a[name]))
+        if a.get("srcset"): self.urls += [(tag, u.split()[0]) for u in a["srcset"].split(",") if u.strip()]
+        if a.get("style") and "url(" in a["style"]: self.urls += [(tag, u) for u in re.findall(r"url\(['\"]?([^'\")]+)", a["style"])]
+
+
+def external_refs(path: Path) -> list[str]:
+    text = path.read_text(errors="replace")
+    p = _Resources(); p.feed(text)
+    found = [f"<{t}> {u}" for t, u in p.urls if not u.startswith(LOCAL_SCHEMES) and re.match(r"^(?:[a-z][\w+.-]*:|//)", u, re.I)]
+    found += [f"css {u}" for u in re.findall(r"(?:@import\s+(?:url\()?|url\()\s*['\"]?((?:https?:)?//[^'\")\s]+)", text)]
+    return found
+
+
+def ids_of(path: Path, cache: dict) -> set[str]:
+    if path not in cache:
+        class P(HTMLParser):
+            def __init__(s): super().__init__(); s.ids = set()
+            def handle_starttag(s, tag, attrs):
+                for k, v in attrs:
+                    if k == "id" or (tag == "a" and k == "name"): s.ids.add(v)
+        p = P(); p.feed(path.read_text(errors="replace")); cache[path] = p.ids
+    return cache[path]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("site", nargs="?", default="_preview")
+    ap.add_argument("--chapter", default="simic/20_rewards.html", help="page for _screenshots/chapter.png")
+    ap.add_argument("--chromium", default=os.environ.get("CHROMIUM") or shutil.which("chromium")
+                    or shutil.which("chromium-browser") or shutil.which("google-chrome"))
+    a = ap.parse_args()
+    site = Path(a.site).resolve()
+    t0 = time.monotonic()
+    if not (site / "index.html").exists():
+        print(f"docs-check: {site}/index.html not found; run `make docs` first"); return 2
+    if not a.chromium:
+        print("docs-check: no chromium on PATH (apt-get install -y --no-install-recommends chromium)"); return 2
+    pages = sorted(p for p in site.rglob("*.html") if not any(part.startswith("_") for part in p.relative_to(site).parts))
+    failures: list[tuple[str, str]] = []   # (kind, "page: message")
+    def fail(page: Path | str, msg: str, kind: str = "other"):
+        failures.append((kind, f"{page if isinstance(page, str) else page.relative_to(site).as_posix()}: {msg}"))
+
+    # static: nothing in the HTML points at a resource off the machine
+    for p in pages:
+        for ref in external_refs(p): fail(p, f"references an external resource: {ref}", "external resource in the HTML")
+    for css in site.rglob("*.css"):
+        for u in re.findall(r"(?:@import\s+(?:url\()?|url\()\s*['\"]?((?:https?:)?//[^'\")\s]+)", css.read_text()):
+            fail(css.relative_to(site).as_posix(), f"stylesheet loads {u}", "external resource in the HTML")
+
+    profile = tempfile.mkdtemp(prefix="docs-check-chromium-")
+    results: dict[Path, dict] = {}
+    requests: dict[Path, list[str]] = {}
+    external: list[tuple[Path, str]] = []
+    cdp = CDP(a.chromium, profile)
+    current = None
+    try:
+        try:
+            cdp.send("Browser.getVersion", timeout=60)
+        except Exception as e:
+            print(f"docs-check: cannot start Chromium ({a.chromium}): {e}"); return 2
+        target = cdp.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        sess = cdp.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for m in ("Page.enable", "Network.enable", "Runtime.enable"): cdp.send(m, session=sess)
+        try:  # blocked requests are still reported (requestWillBeSent), they just fail at once
+            cdp.send("Network.setBlockedURLs", {"urls": ["http://*", "https://*", "ws://*", "wss://*", "ftp://*"]}, session=sess)
+        except RuntimeError as e: print(f"docs-check: note: cannot block network requests ({e}); they are still recorded")
+        cdp.send("Network.setCacheDisabled", {"cacheDisabled": True}, session=sess)
+        cdp.send("Emulation.setDeviceMetricsOverride",
+                 {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=sess)
+        shots = site / "_screenshots"; shots.mkdir(exist_ok=True)
+        chapter = (site / a.chapter).resolve()
+        if chapter not in pages:
+            fail(a.chapter, "the --chapter page for the screenshot does not exist"); chapter = None
+        for p in pages:
+            current = p
+            cdp.events.clear()
+            nav = cdp.send("Page.navigate", {"url": p.as_uri()}, session=sess)
+            if nav.get("errorText"): fail(p, f"cannot be opened: {nav['errorText']}", "page load"); continue
+            if not cdp.wait_event("Page.loadEventFired", sess): fail(p, f"did not finish loading in {PAGE_TIMEOUT:.0f} s", "page load")
+            cdp.drain(0.05)
+            urls, failed = [], []
+            for e in cdp.events:
+                if e.get("sessionId") != sess: continue
+                if e["method"] == "Network.requestWillBeSent": urls.append(e["params"]["request"]["url"])
+                elif e["method"] == "Network.loadingFailed": failed.append(e["params"])
+            req_by_id = {e["params"]["requestId"]: e["params"]["request"]["url"] for e in cdp.events
+                         if e.get("sessionId") == sess and e["method"] == "Network.requestWillBeSent"}
+            requests[p] = urls
+            for u in urls:
+                if not u.startswith(LOCAL_SCHEMES): external.append((p, u)); fail(p, f"request leaves the machine: {u[:200]}", "external request")
+            for f in failed:
+                u = req_by_id.get(f["requestId"], "?")
+                if u.startswith("file:"): fail(p, f"could not load {u} ({f.get('errorText')})", "failed file:// request")
+            r = cdp.send("Runtime.evaluate", {"expression": PROBE, "returnByValue": True}, session=sess)
+            if "exceptionDetails" in r: fail(p, f"probe failed: {r['exceptionDetails'].get('text')}", "page load"); continue
+            results[p] = r["result"]["value"]
+            if p == site / "index.html" or p == chapter:
+                shot = cdp.send("Page.captureScreenshot", {"format": "png"}, session=sess)
+                (shots / ("index.png" if p == site / "index.html" else "chapter.png")).write_bytes(base64.b64decode(shot["data"]))
+    except (RuntimeError, TimeoutError, OSError) as e:
+        where = current.relative_to(site).as_posix() if current else "start-up"
+        print(f"docs-check: Chromium stopped answering ({where}): {e}"); return 2
+    finally:
+        cdp.close()
+        shutil.rmtree(profile, ignore_errors=True)
+
+    # per-page checks, then links across pages (anchors need the target's ids)
+    ids = {p: set(v["ids"]) for p, v in results.items()}
+    id_cache: dict[Path, set[str]] = {}
+    n_internal = n_content = n_anchor = n_external_links = n_images = n_math = 0
+    index_uri = (site / "index.html").as_uri()
+    for p, v in results.items():
+        if v["sidebar"] < 0: fail(p, "no sidebar (nav#sidebar)", "navigation")
+        elif v["sidebar"] < len(pages) - 1: fail(p, f"sidebar has {v['sidebar']} links for {len(pages)} pages", "navigation")
+        if v["brand"] != index_uri: fail(p, f"top bar has no link to the index (got {v['brand']})", "navigation")
+        if v["pager"] < 1: fail(p, "no previous/next links", "navigation")
+        for hit in v["markup"]: fail(p, f"raw Quarto markup in the text: ...{hit.strip()!r}...", "raw markup")
+        for d in v["missing_docs"]: fail(p, f"show_doc not rendered: {d}", "raw markup")
+        n_math += v["math"]
+        for src, _, width in [(s, c, w) for s, c, w in v["images"]]:
+            n_images += 1
+            if not width: fail(p, f"image does not load: {src}", "image")
+        for attr, resolved, *extra in v["links"] + v["srcs"]:
+            nav, nb_href = (extra + [None, None])[:2]
+            if attr is None or attr.startswith(("data:", "javascript:")): continue
+            if re.match(r"^(?:[a-z][\w+.-]*:|//)", attr, re.I):
+                n_external_links += 1; continue
+            u = urlparse(resolved)
+            if u.scheme != "file": fail(p, f"relative link {attr!r} resolves to {resolved}", "broken link"); continue
+            target = Path(unquote(u.path))
+            if attr.startswith("#"): n_anchor += 1
+            else:
+                n_internal += 1
+                if nav is False: n_content += 1
+            shown = f"{attr!r}" + (f" (written {nb_href!r} in the notebook)" if nb_href else "")
+            if not target.is_file(): fail(p, f"broken link {shown}: {target.relative_to(site) if target.is_relative_to(site) else target} does not exist", "broken link"); continue
+            if u.fragment:
+                frag = unquote(u.fragment)
+                have = ids.get(target) if target in ids else (ids_of(target, id_cache) if target.suffix == ".html" else set())
+                if frag not in have:
+                    fail(p, f"broken anchor {shown}: no id {frag!r} in {target.relative_to(site).as_posix()}", "broken link")
+
+    n_requests = sum(len(u) for u in requests.values())
+    secs = time.monotonic() - t0
+    print(f"docs-check: {len(results)}/{len(pages)} pages loaded in headless Chromium in {secs:.1f} s")
+    print(f"  links: {n_internal} relative links to files ({n_content} in page content, the rest navigation and "
+          f"stylesheets), {n_anchor} same-page anchors, {n_external_links} external (not followed); "
+          f"{sum(1 for k, _ in failures if k == 'broken link')} broken")
+    print(f"  images: {n_images} ({sum(1 for v in results.values() for i in v['images'] if not i[2])} not loading); "
+          f"formulas (MathML): {n_math}")
+    print(f"  requests: {n_requests} in all, {len(external)} leaving the machine")
+    print(f"  screenshots: {site / '_screenshots' / 'index.png'}, {site / '_screenshots' / 'chapter.png'}")
+    if failures:
+        kinds = sorted({k for k, _ in failures})
+        print(f"\ndocs-check FAILED: {len(failures)} problem(s): " +
+              ", ".join(f"{sum(1 for k2, _ in failures if k2 == k)} {k}" for k in kinds))
+        for k in kinds:
+            msgs = [m for k2, m in failures if k2 == k]
+            print(f"{k} ({len(msgs)}):")
+            for m in msgs[:60]: print(f"  - {m}")
+            if len(msgs) > 60: print(f"  ... and {len(msgs) - 60} more")
+        return 1
+    print("docs-check passed: every page has the sidebar, top bar and previous/next links; no broken link or anchor; "
+          "no raw Quarto markup; every image loads; no request left the machine")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
