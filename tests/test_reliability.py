@@ -39,6 +39,11 @@ def stop_line(err: str) -> str:
     return err.strip().splitlines()[-1]
 
 
+def disk_full(fd):
+    "What `os.fsync` raises when the disk has filled up under a write."
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
 @pytest.fixture
 def blocked(tmp_path) -> Path:
     "A regular file: every path below it is impossible to create (as root too)."
@@ -77,9 +82,6 @@ def test_full_disk_names_the_file_and_keeps_the_previous_one(tmp_path, capsys, m
     assert main(COMPARE + ["--out", str(out)]) == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     capsys.readouterr()
-
-    def disk_full(fd):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
     monkeypatch.setattr(os, "fsync", disk_full)
     rc = main(COMPARE + ["--out", str(out), "--seeds", "1"])
     line = one_line(capsys.readouterr().err)
@@ -92,7 +94,7 @@ def test_checkpoint_write_on_a_full_disk_keeps_the_last_checkpoint(tmp_path, cap
     assert main(PPO + ["--n-episodes", "2", "--save", str(save)]) == 0
     good = save.read_bytes()
     capsys.readouterr()
-    monkeypatch.setattr(os, "fsync", lambda fd: (_ for _ in ()).throw(OSError(errno.ENOSPC, "No space left on device")))
+    monkeypatch.setattr(os, "fsync", disk_full)
     rc = main(PPO + ["--n-episodes", "4", "--save", str(save), "--resume", str(save)])
     line = one_line(capsys.readouterr().err)
     assert rc == 1 and f"cannot write {save}: No space left on device" in line, line
