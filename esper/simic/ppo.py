@@ -240,8 +240,8 @@ class PPOAgent:
                               bootstrap_value, final_state, env_id)
 
     # --- learning ---------------------------------------------------------------------
-    def _optimizer_step(self, loss: torch.Tensor) -> torch.Tensor:
-        "zero_grad -> backward -> clip global grad norm -> step if `step_is_finite`; returns the pre-clip norm."
+    def _optimizer_step(self, loss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        "backward, clip the global grad norm, step if `step_is_finite`; returns (pre-clip norm, that flag)."
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         norm = nn.utils.clip_grad_norm_(self._params, self.max_grad_norm, foreach=True)
@@ -254,7 +254,7 @@ class PPOAgent:
                 del self.optimizer.found_inf
         elif bool(ok):  # foreach (CPU): the flag is host memory, reading it is no device sync
             self.optimizer.step()
-        return norm
+        return norm, ok
 
     def _entropy_coefs(self, masks: dict[str, torch.Tensor]|None, batch: int) -> dict[str, torch.Tensor|float]:
         "Per-head coefficient: a per-sample tensor with the adaptive floor, else one float (no kernel needed)."
@@ -289,7 +289,7 @@ class PPOAgent:
                 out = ppo_loss(new_log_probs, b["log_probs"][idx], advantages[idx], returns[idx], new_values,
                                b["values"][idx], head_entropies, self._entropy_coefs(masks, len(idx)),
                                self.clip_ratio, self.clip_value, self.value_coef)
-                stats.add(out, self._optimizer_step(out["loss"]), epoch, debug, new_log_probs - b["log_probs"][idx])
+                stats.add(out, *self._optimizer_step(out["loss"]), epoch, debug, new_log_probs - b["log_probs"][idx])
             epochs_run += 1
             if stats.end_epoch(epoch, self.target_kl): break  # KL early stop or non-finite ratio
         return self._finish(metrics, stats, epochs_run, self.n_epochs, n, b["values"], returns)
@@ -375,8 +375,9 @@ class UpdateStats:
     def __init__(self):
         self.rows, self.epoch_kl, self.finite, self.stepped, self.debug = [], [], [], [], []
 
-    def add(self, out: dict, grad_norm: torch.Tensor, epoch: int, debug: bool=False, logratio=None):
-        stepped = step_is_finite(out["loss"], grad_norm)  # the test the optimiser step passed, or was skipped on
+    def add(self, out: dict, grad_norm: torch.Tensor, stepped: torch.Tensor, epoch: int, debug: bool=False,
+            logratio=None):
+        "One minibatch's diagnostics; `stepped` is the `step_is_finite` flag its optimiser step went by."
         self.rows.append({**{k: v for k, v in out.items() if k != "loss" and k != "finite"},
                           "total_loss": out["loss"].detach(), "grad_norm": grad_norm.detach(), "skipped": ~stepped})
         self.epoch_kl.append(out["approx_kl"]); self.finite.append(out["finite"])

@@ -75,7 +75,7 @@ def update_recurrent(
             out = ppo_loss(new_log_probs, b["log_probs"][flat], advantages[flat], returns[flat],
                            new_values.reshape(-1)[pos], b["values"][flat], head_entropies,
                            agent._entropy_coefs(masks, len(flat)), agent.clip_ratio, agent.clip_value, agent.value_coef)
-            stats.add(out, agent._optimizer_step(out["loss"]), epoch, debug, new_log_probs - b["log_probs"][flat])
+            stats.add(out, *agent._optimizer_step(out["loss"]), epoch, debug, new_log_probs - b["log_probs"][flat])
         epochs_run += 1
         if stats.end_epoch(epoch, agent.target_kl): break
     return agent._finish(metrics, stats, epochs_run, n_epochs, N, b["values"], returns)
