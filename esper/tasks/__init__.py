@@ -268,7 +268,7 @@ DEFAULT_HOSTS = {"mnist1d": "mnist1d_impaired", "cifar10": "cifar10_cnn"}
 def get_task(
     name: str|TaskConfig="mnist1d", # task name or a full config
     **overrides,                    # `TaskConfig` fields to override
-) -> Task:
+) -> Task:                          # the loaders, input shape, class count, split sizes and default host
     "Load a task by name: train/validation loaders plus input shape and classes."
     cfg = replace(name, **overrides) if isinstance(name, TaskConfig) else TaskConfig(name=name, **overrides)
     host = cfg.host or DEFAULT_HOSTS[cfg.name]
