@@ -32,11 +32,17 @@ def emit_ppo_update(hub: Any, metrics: dict[str, Any], step: int) -> None:
     _emit(hub, E.PPO_UPDATE, {k: v for k, v in metrics.items() if k != "anomalies"}, step=step)
 
 def emit_anomalies(hub: Any, metrics: dict[str, Any], step: int) -> None:
-    "One ANOMALY_DETECTED (warning) per anomaly the agent's detector reported for an update."
-    for kind in metrics.get("anomalies", []):
-        _emit(hub, E.ANOMALY_DETECTED, {"anomaly": kind, "detail": f"PPO update {step}",
+    "One ANOMALY_DETECTED (warning) per anomaly the agent's detector reported for an update, and one for skipped steps."
+    skipped = metrics.get("skipped_steps", 0)
+    kinds = list(metrics.get("anomalies", []))
+    if skipped and "skipped_steps" not in kinds: kinds.append("skipped_steps")  # the agent lists it; others may not
+    for kind in kinds:
+        detail = f"PPO update {step}"
+        if kind == "skipped_steps": detail += f" skipped {skipped} optimizer step(s) on a non-finite loss or gradient"
+        _emit(hub, E.ANOMALY_DETECTED, {"anomaly": kind, "detail": detail,
                                         "explained_variance": metrics.get("explained_variance"),
-                                        "ratio_max": metrics.get("ratio_max"), "ratio_min": metrics.get("ratio_min")},
+                                        "ratio_max": metrics.get("ratio_max"), "ratio_min": metrics.get("ratio_min"),
+                                        **({"skipped_steps": skipped} if kind == "skipped_steps" else {})},
               step=step, severity="warning")
 
 def emit_batch_completed(hub: Any, record: dict[str, Any], step: int) -> None:

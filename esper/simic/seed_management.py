@@ -64,13 +64,14 @@ def aggregate_ppo_metrics(
     metrics: Mapping[str, Any], # what `PPOAgent.update` returned
     entropy_coef: float,        # coefficient the update used
 ) -> dict[str, Any]:
-    "Flat, loggable PPO metrics: losses, KL, clip fraction, explained variance, per-head entropy, value diagnostics."
+    "Flat, loggable PPO metrics: losses, KL, clip fraction, explained variance, per-head entropy, value diagnostics, skipped steps."
     out = {k: metrics[k] for k in _KEEP if k in metrics}
     out.update({new: metrics[old] for old, new in _RENAME.items() if old in metrics})
     out["entropy_coef"] = float(entropy_coef)
     out.update({f"head_entropy/{h}": float(v) for h, v in metrics.get("head_entropies", {}).items()})
     if "gradient_stats" in metrics: out["grad_norm"] = metrics["gradient_stats"]["grad_norm"]
     out["anomalies"] = list(metrics.get("anomalies", []))
+    out["skipped_steps"] = int(metrics.get("skipped_steps", 0))  # a count: the update's total, never averaged
     return out
 
 def run_ppo_update(

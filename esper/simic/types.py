@@ -47,6 +47,7 @@ class PPOUpdateMetrics(TypedDict, total=False):
     n_samples: int
     train_steps: int                # updates done, after this one
     anomalies: list[str]            # AnomalyDetector findings, empty when healthy
+    skipped_steps: int              # optimiser steps skipped on a non-finite loss or gradient (a count, not a mean)
     ratio_has_numerical_issue: bool
     ratio_has_nan: bool
     ratio_has_inf: bool
