@@ -42,14 +42,17 @@ from esper.simic.vectorized import train_ppo_vectorized
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tasks import get_task
+from esper.tolaria import LR_SCHEDULES
 
 TASK = "mnist1d"
 #: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them.
 PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_anneal_episodes": 240}
 #: What each preset trains and evaluates on; max_batches None = every batch of the epoch.
 PRESETS = {
-    "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8},   # the `make run` setting
-    "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8},   # whole 30-epoch host runs
+    "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
+              "lr_schedule": "constant"},
+    "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
+             "lr_schedule": "cosine"},                                             # rates decayed to 0 by the end
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise")
@@ -83,6 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="training episodes between learning-curve evaluations; the last update is always evaluated (default: 16)")
     a("--workers", type=positive_int, default=os.cpu_count() or 1,
       help="worker processes, one torch thread each (default: os.cpu_count())")
+    a("--lr-schedule", choices=LR_SCHEDULES, default=None,
+      help="host and seed learning rates over an episode (short: constant, full: cosine)")
     a("--rent-weight", type=float, default=None,
       help="PPO's reward: parameter rent per host-size of seed parameters (default: RewardConfig's, 0.05); "
            "a study flag: the table then says it")
@@ -112,7 +117,8 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         if key == "max_batches" and given == 0: given = None  # 0 = every batch
         setattr(args, key, given)
         if given != value: args.overrides[key] = given
-    if args.rent_weight is not None and not args.rent_weight >= 0: ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
+    if args.rent_weight is not None and not args.rent_weight >= 0:
+        ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 for PPO (got {args.max_epochs})")
     args.out = Path(args.out or f"runs/bench_learning/{args.preset}")
     for flag in ("train_seeds", "eval_seeds", "curve_seeds", "schedules"):
@@ -153,7 +159,8 @@ def schedule_name(spec: str) -> str:
 
 def episode_config(setup: dict[str, Any]) -> EpisodeConfig:
     "How every evaluation episode trains: the same epochs and batches as the training episodes."
-    return EpisodeConfig(max_epochs=setup["max_epochs"], max_batches=setup["max_batches"])
+    return EpisodeConfig(max_epochs=setup["max_epochs"], max_batches=setup["max_batches"],
+                         lr_schedule=setup["lr_schedule"])
 
 
 def play(controller: Any, task_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +223,7 @@ def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
         seed=train_seed,
         save_path=str(checkpoint),
         resume=str(checkpoint) if resume else None,
-        episode_config=EpisodeConfig(max_batches=setup["max_batches"]),
+        episode_config=EpisodeConfig(max_batches=setup["max_batches"], lr_schedule=setup["lr_schedule"]),
         on_update=probe,
         workers=setup["env_workers"],
         reward_config=None if setup["rent_weight"] is None else RewardConfig(rent_weight=setup["rent_weight"]),
@@ -458,7 +465,8 @@ def main(argv: list[str]|None=None) -> int:
     matplotlib.use("Agg")
     started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
     setup = {"out": str(args.out), "episodes": args.episodes, "n_envs": args.n_envs, "max_epochs": args.max_epochs,
-             "max_batches": args.max_batches, "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
+             "max_batches": args.max_batches, "lr_schedule": args.lr_schedule,
+             "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
              "ppo": dict(PPO_SETTINGS), "env_workers": args.env_workers, "resume": args.resume,
              "rent_weight": args.rent_weight}
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
@@ -467,8 +475,8 @@ def main(argv: list[str]|None=None) -> int:
               "torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
               "platform": platform.platform(), "started": started, "argv": sys.argv[1:] if argv is None else argv}
     batches = "every batch" if args.max_batches is None else f"{args.max_batches} batches"
-    title = (f"{TASK}, {args.max_epochs} epochs x {batches}, {args.episodes} PPO episodes x "
-             f"{len(args.train_seeds)} seeds, eval seeds {args.eval_seeds}")
+    title = (f"{TASK}, {args.max_epochs} epochs x {batches}, {args.lr_schedule} learning rates, "
+             f"{args.episodes} PPO episodes x {len(args.train_seeds)} seeds, eval seeds {args.eval_seeds}")
     print(f"learning benchmark, preset {args.preset}: {title}; {args.workers} workers -> {args.out}", flush=True)
 
     trained, rows = run_jobs(args, setup)

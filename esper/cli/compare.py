@@ -20,6 +20,7 @@ from ..tasks import get_task
 from ..tamiyo.baselines import RandomTamiyo, ScheduleTamiyo, StaticTamiyo
 from ..tamiyo.episode import EpisodeConfig, run_episode
 from ..tamiyo.heuristic import HeuristicTamiyo
+from ..tolaria import LR_SCHEDULES
 
 # %% ../../nbs/cli/04_compare.ipynb #bf32271e
 CONTROLLERS = ("static", "random", "heuristic", "fixed", "ppo")
@@ -116,6 +117,7 @@ def run_comparison(
     max_batches: int|None=None,   # cap batches per epoch (quick checks)
     progress: bool=True,          # print a line per episode
     fixed_rule: tuple[str, ...]=DEFAULT_FIXED_RULE, # blueprints of the "fixed" controller
+    lr_schedule: str="constant",  # host and seed learning rates over an episode: "constant" or "cosine"
 ) -> dict[str, Any]:
     "Run every controller on every seed; return (and optionally write) the per-episode results and the table."
     if not seeds: raise ValueError("seeds must name at least one seed")
@@ -125,7 +127,7 @@ def run_comparison(
         check_output_dir(out, "out")  # checked before the first episode, not after the last
     if "ppo" in controllers:  # a bad checkpoint fails now, before the other controllers run
         make_controller("ppo", checkpoint=checkpoint, device=device)
-    cfg = EpisodeConfig(max_epochs=max_epochs, host=host, max_batches=max_batches)
+    cfg = EpisodeConfig(max_epochs=max_epochs, host=host, max_batches=max_batches, lr_schedule=lr_schedule)
     results: dict[str, list[dict[str, Any]]] = {}
     for name in controllers:
         for s in seeds:
@@ -145,7 +147,7 @@ def run_comparison(
         write_text_atomic(out / "comparison.md", table)
         write_json_atomic(out / "comparison.json", {"config": dict(task=task, seeds=list(seeds), max_epochs=max_epochs,
                           checkpoint=None if checkpoint is None else str(checkpoint), host=host,
-                          fixed_rule=list(fixed_rule)), "rows": rows, "episodes": results})
+                          fixed_rule=list(fixed_rule), lr_schedule=lr_schedule), "rows": rows, "episodes": results})
         fig = plot_comparison(results, title)
         save_figure_atomic(out / "comparison.png", fig, dpi=100)
         matplotlib.pyplot.close(fig)
@@ -167,6 +169,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--max-epochs", type=positive_int, default=20, help="epochs per episode (default: 20)")
     p.add_argument("--max-batches", type=positive_int, default=None,
                    help="cap training batches per epoch (use the value the PPO policy was trained with)")
+    p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
+                   help="host and seed learning rates over an episode: constant, or cosine decay to 0 by the last "
+                        "epoch (use the value the PPO policy was trained with; default: constant)")
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
     p.set_defaults(run=run)
 
@@ -179,7 +184,7 @@ def run(args) -> int:
             res = run_comparison(task=args.task, controllers=controllers, seeds=tuple(args.seeds),
                                  max_epochs=args.max_epochs, checkpoint=args.checkpoint, out=args.out, host=args.host,
                                  device=args.device, data_dir=args.data_dir, max_batches=args.max_batches,
-                                 fixed_rule=tuple(args.fixed_rule))
+                                 fixed_rule=tuple(args.fixed_rule), lr_schedule=args.lr_schedule)
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"esper-train compare: error: {e}", file=sys.stderr); return 1
     print(res["table"])

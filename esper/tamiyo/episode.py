@@ -17,7 +17,7 @@ from ..leyline import (SeedStage, LifecycleOp, LIVE_STAGES, BLUEPRINTS, BlendAlg
                            TelemetryEvent, TelemetryEventType, DEFAULT_BLEND_EPOCHS, DEFAULT_EMBARGO_EPOCHS)
 from ..kasmina import MorphogeneticModel, GateConfig
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
-from ..tolaria.governor import blowup_bound
+from ..tolaria.governor import LR_SCHEDULES, blowup_bound
 from ..tolaria.gradients import SeedGradientCollector, SeedGradientStats, materialize_grad_stats
 from .signals import SignalTracker, TamiyoAction, Controller
 
@@ -59,6 +59,7 @@ class EpisodeConfig:
     host_lr: float = 0.01         # host SGD learning rate
     seed_lr: float = 0.05         # seed SGD learning rate
     momentum: float = 0.9         # SGD momentum
+    lr_schedule: str = "constant" # "cosine": host and seed rates decay to zero over max_epochs (see `lr_factor`)
     blend_epochs: int = DEFAULT_BLEND_EPOCHS       # epochs for alpha to ramp 0 -> 1
     blend_algorithm: str = "linear"                # default blend curve
     embargo_epochs: int = DEFAULT_EMBARGO_EPOCHS   # epochs a pruned slot stays unusable
@@ -72,6 +73,8 @@ class EpisodeConfig:
         for f in ("host_lr", "seed_lr"):
             if getattr(self, f) <= 0: raise ValueError(f"{f} must be > 0 (got {getattr(self, f)})")
         BlendAlgorithm(self.blend_algorithm)
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)} (got {self.lr_schedule!r})")
         bad = [s for s in self.counterfactual_stages if s not in SeedStage.__members__]
         if bad: raise ValueError(f"counterfactual_stages must be SeedStage names (got {bad})")
         if self.slots is not None: self.slots = tuple(self.slots)
@@ -162,7 +165,8 @@ class Episode:
         host = self.task.make_host(c.host)
         self.model = MorphogeneticModel(host, c.slots, c.blend_epochs, c.blend_algorithm, c.embargo_epochs, c.gates,
                                         hub=self.hub, env_id=self.env_id).to(self.device)
-        self.runner = EpochRunner(self.model, self.device, c.host_lr, c.seed_lr, c.momentum)
+        self.runner = EpochRunner(self.model, self.device, c.host_lr, c.seed_lr, c.momentum,
+                                  lr_schedule=c.lr_schedule, total_epochs=c.max_epochs)
         self.governor = None
         if c.governor:
             bound = blowup_bound(self.task.n_classes)  # judges the first epochs, before a loss history exists
