@@ -14,7 +14,7 @@ PPO_FLAGS ?= --vectorized --n-envs 8 --max-epochs 15 --max-batches 30 \
 	--entropy-coef-start 0.05 --entropy-coef-end 0.01 --entropy-anneal-episodes 240 --seed 0
 EVAL_SEEDS ?= 2000 2001 2002
 
-.PHONY: install run bench-learning bench-learning-full test check-export nbdev-test pytest lab docs docs-check readme export
+.PHONY: install run bench-learning bench-learning-full test check-export nbdev-test pytest test-slow lab docs docs-check readme export
 
 $(STAMP): setup.py settings.ini .ci/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +60,10 @@ pytest: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests
 
 test: check-export nbdev-test pytest
+
+# Tests marked slow (a local Ray instance, more SIGKILL points): skipped by `make test`, run by CI after it.
+test-slow: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest tests -m slow --runslow
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab nbs

@@ -20,6 +20,7 @@ def _train(**kw):
     return train_ppo_vectorized(n_episodes=4, n_envs=2, max_epochs=3, episode_config=TINY, seed=5, **kw)
 
 
+@pytest.mark.slow  # about a minute: starts a local Ray instance; `make test-slow` (and CI) runs it
 def test_ray_backend_gives_the_process_backends_run(local_ray):
     torch.set_num_threads(1)
     agent_p, hist_p = _train(workers=2)

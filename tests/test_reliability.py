@@ -262,7 +262,10 @@ KILLER = textwrap.dedent("""
 
 
 # fsync and replace are called once per checkpoint (four of them), then once for the history file
-@pytest.mark.parametrize("target, when", [("fsync", 1), ("fsync", 3), ("replace", 2), ("replaced", 2), ("replace", 5)])
+# One kill before and one during the rename run by default; the other kill points (about 8 s each) are slow tests.
+@pytest.mark.parametrize("target, when", [("fsync", 1), ("replace", 2), pytest.param("fsync", 3, marks=pytest.mark.slow),
+                                          pytest.param("replaced", 2, marks=pytest.mark.slow),
+                                          pytest.param("replace", 5, marks=pytest.mark.slow)])
 def test_sigkill_while_writing_leaves_the_last_checkpoint_loadable(target, when, tmp_path):
     save = tmp_path / "agent.pt"
     args = [*PPO, "--n-episodes", "8", "--save", str(save)]
