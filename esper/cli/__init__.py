@@ -22,64 +22,91 @@ from ..leyline.files import OutputError, RunLock, check_output_dir, check_output
 #: Subcommand modules of `esper.cli`, in the order `--help` lists them.
 SUBCOMMANDS: tuple[str, ...] = ("baseline", "heuristic", "ppo", "compare")
 
+
 class OneLineParser(argparse.ArgumentParser):
     "An ArgumentParser whose errors are a single line on stderr (exit status 2)."
+
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+
 def _int_at_least(lo: int):
     "An argparse type for integers >= `lo`."
+
     def parse(s: str) -> int:
-        try: v = int(s)
-        except ValueError: raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {s!r}")
-        if v < lo: raise argparse.ArgumentTypeError(f"must be >= {lo} (got {v})")
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {s!r}")
+        if v < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo} (got {v})")
         return v
+
     return parse
 
+
 positive_int = _int_at_least(1)  # argparse type: an integer >= 1
-nonneg_int = _int_at_least(0)    # argparse type: an integer >= 0
+nonneg_int = _int_at_least(0)  # argparse type: an integer >= 0
+
 
 def positive_float(s: str) -> float:
     "argparse type: a finite number > 0."
-    try: v = float(s)
-    except ValueError: raise argparse.ArgumentTypeError(f"expected a number > 0, got {s!r}")
-    if not v > 0 or v == float("inf"): raise argparse.ArgumentTypeError(f"must be a finite number > 0 (got {s})")
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {s!r}")
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0 (got {s})")
     return v
 
+
 def add_task_arguments(
-    p: argparse.ArgumentParser, # a subcommand's parser
-    device: str="auto",         # default of --device
-    download: bool=True,        # offer --download (CIFAR-10)
+    p: argparse.ArgumentParser,  # a subcommand's parser
+    device: str = "auto",  # default of --device
+    download: bool = True,  # offer --download (CIFAR-10)
 ) -> None:
     "The flags every job shares: --task, --host, --device, --data-dir (and --download)."
     from esper.tasks import HOST_PRESETS, TASK_NAMES  # here, so `esper-train --help` stays light
+
     p.add_argument("--task", default="mnist1d", choices=TASK_NAMES, help="task (default: mnist1d, offline)")
-    p.add_argument("--host", default=None, choices=tuple(HOST_PRESETS), help="host preset (default: the task's default)")
+    p.add_argument(
+        "--host", default=None, choices=tuple(HOST_PRESETS), help="host preset (default: the task's default)"
+    )
     p.add_argument("--device", default=device, help=f"auto, cpu, cuda or cuda:N (default: {device})")
     p.add_argument("--data-dir", default=None, help="dataset folder (default: $ESPER_DATA_DIR or ~/.cache/esper)")
-    if download: p.add_argument("--download", action="store_true", help="download CIFAR-10 if it is missing")
+    if download:
+        p.add_argument("--download", action="store_true", help="download CIFAR-10 if it is missing")
+
 
 def add_telemetry_arguments(p: argparse.ArgumentParser) -> None:
     "--telemetry-dir and --telemetry-level."
-    p.add_argument("--telemetry-dir", default=None, metavar="DIR", help="write telemetry (events.jsonl, tensorboard/) to DIR")
-    p.add_argument("--telemetry-level", default="normal", type=str.lower, choices=("off", "minimal", "normal", "debug"),
-                   help="telemetry level (default: normal)")
+    p.add_argument(
+        "--telemetry-dir", default=None, metavar="DIR", help="write telemetry (events.jsonl, tensorboard/) to DIR"
+    )
+    p.add_argument(
+        "--telemetry-level",
+        default="normal",
+        type=str.lower,
+        choices=("off", "minimal", "normal", "debug"),
+        help="telemetry level (default: normal)",
+    )
+
 
 def build_parser() -> argparse.ArgumentParser:
     "The full `esper-train` parser with every subcommand registered."
     parser = OneLineParser(prog="esper-train", description="Morphogenetic training with Esper.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}",
-                                parser_class=OneLineParser)
+    sub = parser.add_subparsers(
+        dest="command", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}", parser_class=OneLineParser
+    )
     for name in SUBCOMMANDS:
         importlib.import_module(f"esper.cli.{name}").add_parser(sub)
     return parser
 
-
-
 # %% ../../nbs/cli/00_cli.ipynb #f6a03feb
 LOCK_NAME: str = ".esper.lock"  # the lock file inside a locked output folder
 
-def check_data_dir(path: str|os.PathLike|None, what: str="--data-dir") -> None:
+
+def check_data_dir(path: str | os.PathLike | None, what: str = "--data-dir") -> None:
     "A data folder given by the user exists as a folder (created when missing); it may be read-only."
     if path is None:
         return
@@ -89,10 +116,11 @@ def check_data_dir(path: str|os.PathLike|None, what: str="--data-dir") -> None:
     if not folder.exists():
         check_output_dir(folder, what)
 
+
 @contextlib.contextmanager
 def guarded_outputs(
-    folders: dict[str, str|os.PathLike|None]|None=None, # flag -> output folder (None: not used in this run)
-    files: dict[str, str|os.PathLike|None]|None=None,   # flag -> output file (None: not used in this run)
+    folders: dict[str, str | os.PathLike | None] | None = None,  # flag -> output folder (None: not used in this run)
+    files: dict[str, str | os.PathLike | None] | None = None,  # flag -> output file (None: not used in this run)
 ):
     "Check every output location, then hold a lock on each while the block runs (a second writer is refused)."
     folders = {flag: Path(p).expanduser() for flag, p in (folders or {}).items() if p is not None}
@@ -112,16 +140,20 @@ def guarded_outputs(
 class Terminated(KeyboardInterrupt):
     "SIGTERM, raised in the main thread so that a job stops exactly as it does on Ctrl-C."
 
+
 def interrupt_status(e: BaseException) -> tuple[str, int]:
     "The word and the exit status for a stop by signal: ('interrupted', 130) for Ctrl-C, ('terminated', 143) for SIGTERM."
     cause = getattr(e, "signal_cause", e)
     return ("terminated", 143) if isinstance(cause, Terminated) else ("interrupted", 130)
 
+
 @contextlib.contextmanager
 def sigterm_as_interrupt():
     "While the block runs, SIGTERM raises `Terminated` in the main thread (elsewhere nothing changes)."
+
     def on_sigterm(signum, frame):
         raise Terminated()
+
     try:
         previous = signal.signal(signal.SIGTERM, on_sigterm)
     except ValueError:  # not the main thread: signals cannot be handled here
@@ -132,7 +164,8 @@ def sigterm_as_interrupt():
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
 
-def main(argv: list[str]|None=None) -> int:
+
+def main(argv: list[str] | None = None) -> int:
     "Entry point of the `esper-train` console script."
     args = build_parser().parse_args(argv)
     prog = f"esper-train {args.command}"

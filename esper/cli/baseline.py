@@ -12,8 +12,15 @@ from pathlib import Path
 import matplotlib
 from tqdm import tqdm
 
-from . import (add_task_arguments, add_telemetry_arguments, check_data_dir, guarded_outputs, nonneg_int,
-                       positive_float, positive_int)
+from esper.cli import (
+    add_task_arguments,
+    add_telemetry_arguments,
+    check_data_dir,
+    guarded_outputs,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
 from ..leyline.files import check_output_dir, save_figure_atomic, write_json_atomic
 from ..leyline import TelemetryEvent
 from ..nissa import TelemetryHub, make_hub
@@ -21,38 +28,46 @@ from ..tasks import count_parameters, get_task
 from ..tolaria import make_sgd, resolve_device, seed_everything, train_epoch, validate
 
 # %% ../../nbs/cli/01_baseline.ipynb #5e50de62
-def plot_learning_curve(history: list[dict], title: str=""):
+def plot_learning_curve(history: list[dict], title: str = ""):
     "Loss and accuracy per epoch, train and validation, as a matplotlib figure."
     import matplotlib.pyplot as plt
+
     ep = [h["epoch"] for h in history]
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.5))
-    a1.plot(ep, [h["train_loss"] for h in history], label="train"); a1.plot(ep, [h["val_loss"] for h in history], label="validation")
-    a2.plot(ep, [h["train_accuracy"] for h in history], label="train"); a2.plot(ep, [h["val_accuracy"] for h in history], label="validation")
-    a1.set(xlabel="epoch", ylabel="loss"); a2.set(xlabel="epoch", ylabel="accuracy (%)")
-    for a in (a1, a2): a.legend(); a.grid(alpha=.3)
-    fig.suptitle(title); fig.tight_layout()
+    a1.plot(ep, [h["train_loss"] for h in history], label="train")
+    a1.plot(ep, [h["val_loss"] for h in history], label="validation")
+    a2.plot(ep, [h["train_accuracy"] for h in history], label="train")
+    a2.plot(ep, [h["val_accuracy"] for h in history], label="validation")
+    a1.set(xlabel="epoch", ylabel="loss")
+    a2.set(xlabel="epoch", ylabel="accuracy (%)")
+    for a in (a1, a2):
+        a.legend()
+        a.grid(alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
     return fig
 
 # %% ../../nbs/cli/01_baseline.ipynb #3c6c23d2
 def run_baseline(
-    task: str="mnist1d",     # task name
-    epochs: int=30,          # training epochs
-    seed: int=0,             # seed of weights and shuffling
-    out: Path|str|None=None, # folder for summary.json and learning_curve.png (None: write nothing)
-    host: str|None=None,     # host preset (None: the task's default, the impaired host on mnist1d)
-    lr: float=0.05,          # SGD learning rate
-    momentum: float=0.9,     # SGD momentum
-    batch_size: int=64,      # training batch size
-    device: str="auto",      # "auto", "cpu", "cuda", "cuda:1", ...
-    data_dir: str|None=None, # dataset cache folder (default: $ESPER_DATA_DIR or ~/.cache/esper)
-    download: bool=False,    # download CIFAR-10 if missing
-    progress: bool=True,     # show a progress bar and per-epoch lines
-    telemetry_dir: Path|str|None=None, # folder for telemetry: events.jsonl and tensorboard/ (None: none)
-    telemetry_level: str="normal",     # telemetry level: off, minimal, normal or debug
-    hub: TelemetryHub|None=None,       # report through this hub instead (the caller closes it)
+    task: str = "mnist1d",  # task name
+    epochs: int = 30,  # training epochs
+    seed: int = 0,  # seed of weights and shuffling
+    out: Path | str | None = None,  # folder for summary.json and learning_curve.png (None: write nothing)
+    host: str | None = None,  # host preset (None: the task's default, the impaired host on mnist1d)
+    lr: float = 0.05,  # SGD learning rate
+    momentum: float = 0.9,  # SGD momentum
+    batch_size: int = 64,  # training batch size
+    device: str = "auto",  # "auto", "cpu", "cuda", "cuda:1", ...
+    data_dir: str | None = None,  # dataset cache folder (default: $ESPER_DATA_DIR or ~/.cache/esper)
+    download: bool = False,  # download CIFAR-10 if missing
+    progress: bool = True,  # show a progress bar and per-epoch lines
+    telemetry_dir: Path | str | None = None,  # folder for telemetry: events.jsonl and tensorboard/ (None: none)
+    telemetry_level: str = "normal",  # telemetry level: off, minimal, normal or debug
+    hub: TelemetryHub | None = None,  # report through this hub instead (the caller closes it)
 ) -> dict:
     "Train a static host and return (and optionally write) its summary."
-    if epochs < 1: raise ValueError(f"epochs must be >= 1 (got {epochs})")
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1 (got {epochs})")
     if out is not None:
         check_output_dir(out, "out")  # before any training: a folder that cannot be written fails now, not in an hour
     dev = resolve_device(device)
@@ -63,31 +78,94 @@ def run_baseline(
     n_params = count_parameters(model)
     history = []
     own_hub = hub is None  # console lines stay tqdm's; the hub writes files only
-    if own_hub: hub = make_hub(telemetry_dir, telemetry_level, console=False) if telemetry_dir is not None else TelemetryHub(telemetry_level)
-    hub.emit(TelemetryEvent("training_started", dict(task=t.name, mode="baseline", host=t.default_host, max_epochs=epochs,
-                                                     seed=seed, lr=lr, momentum=momentum, batch_size=batch_size, n_params=n_params)))
-    bar = tqdm(range(1, epochs + 1), desc=f"baseline {t.name}/{t.default_host}", unit="epoch", disable=not progress, file=sys.stderr)
+    if own_hub:
+        hub = (
+            make_hub(telemetry_dir, telemetry_level, console=False)
+            if telemetry_dir is not None
+            else TelemetryHub(telemetry_level)
+        )
+    hub.emit(
+        TelemetryEvent(
+            "training_started",
+            dict(
+                task=t.name,
+                mode="baseline",
+                host=t.default_host,
+                max_epochs=epochs,
+                seed=seed,
+                lr=lr,
+                momentum=momentum,
+                batch_size=batch_size,
+                n_params=n_params,
+            ),
+        )
+    )
+    bar = tqdm(
+        range(1, epochs + 1),
+        desc=f"baseline {t.name}/{t.default_host}",
+        unit="epoch",
+        disable=not progress,
+        file=sys.stderr,
+    )
     try:
         for epoch in bar:
             tr = train_epoch(model, t.train_loader, opt, dev)
             va = validate(model, t.val_loader, dev)
-            history.append(dict(epoch=epoch, train_loss=tr["loss"], train_accuracy=tr["accuracy"], val_loss=va["loss"],
-                                val_accuracy=va["accuracy"], seconds=tr["seconds"] + va["seconds"]))
-            hub.emit(TelemetryEvent("epoch_completed", {k: v for k, v in history[-1].items() if k != "epoch"} | {"lr": lr},
-                                    epoch=epoch, step=epoch))
+            history.append(
+                dict(
+                    epoch=epoch,
+                    train_loss=tr["loss"],
+                    train_accuracy=tr["accuracy"],
+                    val_loss=va["loss"],
+                    val_accuracy=va["accuracy"],
+                    seconds=tr["seconds"] + va["seconds"],
+                )
+            )
+            hub.emit(
+                TelemetryEvent(
+                    "epoch_completed",
+                    {k: v for k, v in history[-1].items() if k != "epoch"} | {"lr": lr},
+                    epoch=epoch,
+                    step=epoch,
+                )
+            )
             hub.on_epoch_end()
             bar.set_postfix(val_acc=f"{va['accuracy']:.1f}")
             if progress:
-                tqdm.write(f"epoch {epoch:3d}  train loss {tr['loss']:.4f} acc {tr['accuracy']:5.1f}%  "
-                           f"val loss {va['loss']:.4f} acc {va['accuracy']:5.1f}%", file=sys.stdout)
-        hub.emit(TelemetryEvent("training_completed", dict(final_val_accuracy=history[-1]["val_accuracy"],
-                 best_val_accuracy=max(h["val_accuracy"] for h in history), seconds=sum(h["seconds"] for h in history)), epoch=epochs))
+                tqdm.write(
+                    f"epoch {epoch:3d}  train loss {tr['loss']:.4f} acc {tr['accuracy']:5.1f}%  "
+                    f"val loss {va['loss']:.4f} acc {va['accuracy']:5.1f}%",
+                    file=sys.stdout,
+                )
+        hub.emit(
+            TelemetryEvent(
+                "training_completed",
+                dict(
+                    final_val_accuracy=history[-1]["val_accuracy"],
+                    best_val_accuracy=max(h["val_accuracy"] for h in history),
+                    seconds=sum(h["seconds"] for h in history),
+                ),
+                epoch=epochs,
+            )
+        )
     finally:
-        if own_hub: hub.close()
-    summary = dict(task=t.name, host=t.default_host, seed=seed, epochs=epochs, device=str(dev), lr=lr, momentum=momentum,
-                   batch_size=batch_size, n_params=n_params,
-                   final_accuracy=history[-1]["val_accuracy"], best_accuracy=max(h["val_accuracy"] for h in history),
-                   seconds_per_epoch=sum(h["seconds"] for h in history) / epochs, history=history)
+        if own_hub:
+            hub.close()
+    summary = dict(
+        task=t.name,
+        host=t.default_host,
+        seed=seed,
+        epochs=epochs,
+        device=str(dev),
+        lr=lr,
+        momentum=momentum,
+        batch_size=batch_size,
+        n_params=n_params,
+        final_accuracy=history[-1]["val_accuracy"],
+        best_accuracy=max(h["val_accuracy"] for h in history),
+        seconds_per_epoch=sum(h["seconds"] for h in history) / epochs,
+        history=history,
+    )
     if out is not None:
         out = Path(out)
         write_json_atomic(out / "summary.json", summary)
@@ -99,8 +177,11 @@ def run_baseline(
 # %% ../../nbs/cli/01_baseline.ipynb #ea1eb601
 def add_parser(subparsers) -> None:
     "Register `esper-train baseline`."
-    p = subparsers.add_parser("baseline", help="train a static host (no seeds) and record its accuracy",
-                              description="Train a static host with SGD; write summary.json and learning_curve.png.")
+    p = subparsers.add_parser(
+        "baseline",
+        help="train a static host (no seeds) and record its accuracy",
+        description="Train a static host with SGD; write summary.json and learning_curve.png.",
+    )
     add_task_arguments(p)
     p.add_argument("--epochs", type=positive_int, default=30, help="training epochs (default: 30)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default: 0)")
@@ -111,19 +192,35 @@ def add_parser(subparsers) -> None:
     add_telemetry_arguments(p)
     p.set_defaults(run=run)
 
+
 def run(args) -> int:
     "Run the baseline job from parsed arguments."
     check_data_dir(args.data_dir)
     try:
         with guarded_outputs({"--out": args.out, "--telemetry-dir": args.telemetry_dir}):
-            s = run_baseline(task=args.task, epochs=args.epochs, seed=args.seed, out=args.out, host=args.host,
-                             lr=args.lr, batch_size=args.batch_size, device=args.device, data_dir=args.data_dir,
-                             download=args.download, progress=not args.no_progress, telemetry_dir=args.telemetry_dir,
-                             telemetry_level=args.telemetry_level)
+            s = run_baseline(
+                task=args.task,
+                epochs=args.epochs,
+                seed=args.seed,
+                out=args.out,
+                host=args.host,
+                lr=args.lr,
+                batch_size=args.batch_size,
+                device=args.device,
+                data_dir=args.data_dir,
+                download=args.download,
+                progress=not args.no_progress,
+                telemetry_dir=args.telemetry_dir,
+                telemetry_level=args.telemetry_level,
+            )
     except (ValueError, RuntimeError) as e:  # bad device, missing dataset: one clear line, no traceback
-        print(f"esper-train baseline: error: {e}", file=sys.stderr); return 1
-    print(f"{s['task']}/{s['host']}: final accuracy {s['final_accuracy']:.2f}%, best {s['best_accuracy']:.2f}%, "
-          f"{s['n_params']} parameters, {s['seconds_per_epoch']:.3f} s/epoch")
+        print(f"esper-train baseline: error: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"{s['task']}/{s['host']}: final accuracy {s['final_accuracy']:.2f}%, best {s['best_accuracy']:.2f}%, "
+        f"{s['n_params']} parameters, {s['seconds_per_epoch']:.3f} s/epoch"
+    )
     print(f"wrote {Path(args.out) / 'summary.json'} and {Path(args.out) / 'learning_curve.png'}")
-    if args.telemetry_dir is not None: print(f"telemetry in {args.telemetry_dir} (events.jsonl, tensorboard/)")
+    if args.telemetry_dir is not None:
+        print(f"telemetry in {args.telemetry_dir} (events.jsonl, tensorboard/)")
     return 0

@@ -26,40 +26,83 @@ from ..tolaria import LR_SCHEDULES
 CONTROLLERS = ("static", "random", "heuristic", "fixed", "ppo")
 DEFAULT_FIXED_RULE: tuple[str, ...] = ("conv_heavy",)
 
+
 def make_controller(
-    name: str,               # one of `CONTROLLERS`
-    seed: int=0,             # seed of a stochastic controller
-    checkpoint: Path|str|None=None, # PPO checkpoint (required for "ppo")
-    device: str="cpu",       # where the PPO policy runs
-    fixed_rule: tuple[str, ...]=DEFAULT_FIXED_RULE, # blueprints of the "fixed" controller, in slot order
+    name: str,  # one of `CONTROLLERS`
+    seed: int = 0,  # seed of a stochastic controller
+    checkpoint: Path | str | None = None,  # PPO checkpoint (required for "ppo")
+    device: str = "cpu",  # where the PPO policy runs
+    fixed_rule: tuple[str, ...] = DEFAULT_FIXED_RULE,  # blueprints of the "fixed" controller, in slot order
 ):
     "Build a controller by name."
-    if name == "static": return StaticTamiyo()
-    if name == "random": return RandomTamiyo(seed=seed)
-    if name == "heuristic": return HeuristicTamiyo()
-    if name == "fixed": return ScheduleTamiyo(tuple(fixed_rule))
+    if name == "static":
+        return StaticTamiyo()
+    if name == "random":
+        return RandomTamiyo(seed=seed)
+    if name == "heuristic":
+        return HeuristicTamiyo()
+    if name == "fixed":
+        return ScheduleTamiyo(tuple(fixed_rule))
     if name == "ppo":
-        if checkpoint is None: raise ValueError("controller 'ppo' needs --checkpoint PATH (a file written by esper-train ppo --save)")
+        if checkpoint is None:
+            raise ValueError("controller 'ppo' needs --checkpoint PATH (a file written by esper-train ppo --save)")
         from esper.simic.env import load_ppo_controller  # simic is imported only when a policy is compared
+
         return load_ppo_controller(checkpoint, device=device)
     raise ValueError(f"unknown controller {name!r}; choose from {', '.join(CONTROLLERS)}")
+
 
 def _mean_std(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
+
 # Student's t, 97.5% quantile, by degrees of freedom (two-sided 95%); the normal 1.96 beyond 30
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-         2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
+
 
 def mean_ci95(
-    xs: list[float], # independent measurements (one per seed)
+    xs: list[float],  # independent measurements (one per seed)
 ) -> tuple[float, float]:
     "Mean and the half-width of its two-sided 95% confidence interval (Student's t; 0 for one value)."
     xs = [float(x) for x in xs]
-    if not xs: raise ValueError("mean_ci95 needs at least one value")
-    if len(xs) == 1: return xs[0], 0.0
+    if not xs:
+        raise ValueError("mean_ci95 needs at least one value")
+    if len(xs) == 1:
+        return xs[0], 0.0
     t = _T975[len(xs) - 2] if len(xs) - 1 <= len(_T975) else 1.96
     return statistics.fmean(xs), t * statistics.stdev(xs) / len(xs) ** 0.5
+
 
 def summarize(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     "One row per controller: mean and std over its episodes."
@@ -67,62 +110,82 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
     for name, eps in results.items():
         (fa, fs), (ba, bs) = _mean_std([e["final_accuracy"] for e in eps]), _mean_std([e["best_accuracy"] for e in eps])
         pa, ps = _mean_std([e["params_added"] for e in eps])
-        rows.append(dict(controller=name, episodes=len(eps), final_accuracy=fa, final_accuracy_std=fs,
-                         final_accuracy_ci95=mean_ci95([e["final_accuracy"] for e in eps])[1], best_accuracy=ba,
-                         best_accuracy_std=bs, params_added=pa, params_added_std=ps,
-                         params_total=statistics.fmean(e["params_added"] + e["host_params"] for e in eps),
-                         germinated=statistics.fmean(e["seeds_germinated"] for e in eps),
-                         fossilized=statistics.fmean(e["seeds_fossilized"] for e in eps),
-                         pruned=statistics.fmean(e["seeds_pruned"] for e in eps),
-                         seconds_per_epoch=statistics.fmean(e["seconds_per_epoch"] for e in eps)))
+        rows.append(
+            dict(
+                controller=name,
+                episodes=len(eps),
+                final_accuracy=fa,
+                final_accuracy_std=fs,
+                final_accuracy_ci95=mean_ci95([e["final_accuracy"] for e in eps])[1],
+                best_accuracy=ba,
+                best_accuracy_std=bs,
+                params_added=pa,
+                params_added_std=ps,
+                params_total=statistics.fmean(e["params_added"] + e["host_params"] for e in eps),
+                germinated=statistics.fmean(e["seeds_germinated"] for e in eps),
+                fossilized=statistics.fmean(e["seeds_fossilized"] for e in eps),
+                pruned=statistics.fmean(e["seeds_pruned"] for e in eps),
+                seconds_per_epoch=statistics.fmean(e["seconds_per_epoch"] for e in eps),
+            )
+        )
     return rows
 
-def markdown_table(rows: list[dict[str, Any]], title: str="") -> str:
+
+def markdown_table(rows: list[dict[str, Any]], title: str = "") -> str:
     "The comparison as a markdown table."
     out = [f"**{title}**", ""] if title else []
-    out += ["| controller | final acc (%), mean ± 95% CI | best acc (%) | params in all | params added "
-            "| germinated | fossilized | pruned | s/epoch |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    out += [
+        "| controller | final acc (%), mean ± 95% CI | best acc (%) | params in all | params added "
+        "| germinated | fossilized | pruned | s/epoch |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        out.append(f"| {r['controller']} | {r['final_accuracy']:.1f} ± {r['final_accuracy_ci95']:.1f} "
-                   f"| {r['best_accuracy']:.1f} ± {r['best_accuracy_std']:.1f} | {r['params_total']:,.0f} "
-                   f"| {r['params_added']:,.0f} | {r['germinated']:.1f} | {r['fossilized']:.1f} | {r['pruned']:.1f} "
-                   f"| {r['seconds_per_epoch']:.3f} |")
+        out.append(
+            f"| {r['controller']} | {r['final_accuracy']:.1f} ± {r['final_accuracy_ci95']:.1f} "
+            f"| {r['best_accuracy']:.1f} ± {r['best_accuracy_std']:.1f} | {r['params_total']:,.0f} "
+            f"| {r['params_added']:,.0f} | {r['germinated']:.1f} | {r['fossilized']:.1f} | {r['pruned']:.1f} "
+            f"| {r['seconds_per_epoch']:.3f} |"
+        )
     return "\n".join(out) + "\n"
 
-def plot_comparison(results: dict[str, list[dict[str, Any]]], title: str=""):
+
+def plot_comparison(results: dict[str, list[dict[str, Any]]], title: str = ""):
     "Final accuracy against parameters added: a dot per episode, a cross per controller mean."
     import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(6.5, 4))
     for i, (name, eps) in enumerate(results.items()):
         x, y = [e["params_added"] for e in eps], [e["final_accuracy"] for e in eps]
-        ax.scatter(x, y, color=f"C{i}", alpha=.6, label=name)
+        ax.scatter(x, y, color=f"C{i}", alpha=0.6, label=name)
         ax.scatter([statistics.fmean(x)], [statistics.fmean(y)], color=f"C{i}", marker="X", s=140, edgecolor="k")
     ax.set(xlabel="parameters added by seeds", ylabel="final validation accuracy (%)", title=title)
-    ax.grid(alpha=.3); ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/cli/04_compare.ipynb #e0eca58c
 def run_comparison(
-    task: str="mnist1d",          # task name
-    controllers: tuple[str, ...]=("static", "random", "heuristic", "fixed"), # which controllers, in table order
-    seeds: tuple[int, ...]=(0, 1, 2), # one episode per seed and controller
-    max_epochs: int=20,           # epochs per episode
-    checkpoint: Path|str|None=None, # PPO checkpoint for the "ppo" controller
-    out: Path|str|None=None,      # folder for comparison.{md,json,png} (None: write nothing)
-    host: str|None=None,          # host preset (default: the task's)
-    device: str="cpu",            # where hosts train and the policy runs
-    data_dir: str|None=None,      # dataset cache folder
-    max_batches: int|None=None,   # cap batches per epoch (quick checks)
-    progress: bool=True,          # print a line per episode
-    fixed_rule: tuple[str, ...]=DEFAULT_FIXED_RULE, # blueprints of the "fixed" controller
-    lr_schedule: str="constant",  # host and seed learning rates over an episode: "constant" or "cosine"
+    task: str = "mnist1d",  # task name
+    controllers: tuple[str, ...] = ("static", "random", "heuristic", "fixed"),  # which controllers, in table order
+    seeds: tuple[int, ...] = (0, 1, 2),  # one episode per seed and controller
+    max_epochs: int = 20,  # epochs per episode
+    checkpoint: Path | str | None = None,  # PPO checkpoint for the "ppo" controller
+    out: Path | str | None = None,  # folder for comparison.{md,json,png} (None: write nothing)
+    host: str | None = None,  # host preset (default: the task's)
+    device: str = "cpu",  # where hosts train and the policy runs
+    data_dir: str | None = None,  # dataset cache folder
+    max_batches: int | None = None,  # cap batches per epoch (quick checks)
+    progress: bool = True,  # print a line per episode
+    fixed_rule: tuple[str, ...] = DEFAULT_FIXED_RULE,  # blueprints of the "fixed" controller
+    lr_schedule: str = "constant",  # host and seed learning rates over an episode: "constant" or "cosine"
 ) -> dict[str, Any]:
     "Run every controller on every seed; return (and optionally write) the per-episode results and the table."
-    if not seeds: raise ValueError("seeds must name at least one seed")
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
     bad = [c for c in controllers if c not in CONTROLLERS]
-    if bad: raise ValueError(f"unknown controller(s) {bad}; choose from {', '.join(CONTROLLERS)}")
+    if bad:
+        raise ValueError(f"unknown controller(s) {bad}; choose from {', '.join(CONTROLLERS)}")
     if out is not None:
         check_output_dir(out, "out")  # checked before the first episode, not after the last
     if "ppo" in controllers:  # a bad checkpoint fails now, before the other controllers run
@@ -136,18 +199,35 @@ def run_comparison(
             r = run_episode(t, ctrl, cfg, seed=s, device=device).to_dict() | {"seed": s}
             results.setdefault(name, []).append(r)
             if progress:
-                print(f"{name:>9} seed {s}: final {r['final_accuracy']:5.1f}%  best {r['best_accuracy']:5.1f}%  "
-                      f"+{r['params_added']} params  ({r['seeds_germinated']} germinated, {r['seeds_fossilized']} fossilized, "
-                      f"{r['seeds_pruned']} pruned)", flush=True)
+                print(
+                    f"{name:>9} seed {s}: final {r['final_accuracy']:5.1f}%  best {r['best_accuracy']:5.1f}%  "
+                    f"+{r['params_added']} params  ({r['seeds_germinated']} germinated, "
+                    f"{r['seeds_fossilized']} fossilized, "
+                    f"{r['seeds_pruned']} pruned)",
+                    flush=True,
+                )
     rows = summarize(results)
     title = f"{task}, {max_epochs} epochs, seeds {list(seeds)}"
     table = markdown_table(rows, title)
     if out is not None:
         out = Path(out)
         write_text_atomic(out / "comparison.md", table)
-        write_json_atomic(out / "comparison.json", {"config": dict(task=task, seeds=list(seeds), max_epochs=max_epochs,
-                          checkpoint=None if checkpoint is None else str(checkpoint), host=host,
-                          fixed_rule=list(fixed_rule), lr_schedule=lr_schedule), "rows": rows, "episodes": results})
+        write_json_atomic(
+            out / "comparison.json",
+            {
+                "config": dict(
+                    task=task,
+                    seeds=list(seeds),
+                    max_epochs=max_epochs,
+                    checkpoint=None if checkpoint is None else str(checkpoint),
+                    host=host,
+                    fixed_rule=list(fixed_rule),
+                    lr_schedule=lr_schedule,
+                ),
+                "rows": rows,
+                "episodes": results,
+            },
+        )
         fig = plot_comparison(results, title)
         save_figure_atomic(out / "comparison.png", fig, dpi=100)
         matplotlib.pyplot.close(fig)
@@ -156,37 +236,72 @@ def run_comparison(
 # %% ../../nbs/cli/04_compare.ipynb #a7899598
 def add_parser(subparsers) -> None:
     "Register `esper-train compare`."
-    p = subparsers.add_parser("compare", help="compare static, random, heuristic and PPO controllers on the same seeds",
-                              description="Run controllers on the same task and seeds; write comparison.md/.json/.png.")
+    p = subparsers.add_parser(
+        "compare",
+        help="compare static, random, heuristic and PPO controllers on the same seeds",
+        description="Run controllers on the same task and seeds; write comparison.md/.json/.png.",
+    )
     add_task_arguments(p, device="cpu", download=False)
-    p.add_argument("--controllers", nargs="+", default=None, choices=CONTROLLERS,
-                   help="controllers to run (default: static random heuristic fixed, plus ppo when --checkpoint is given)")
-    p.add_argument("--fixed-rule", nargs="+", default=list(DEFAULT_FIXED_RULE), metavar="BLUEPRINT",
-                   help="blueprints the 'fixed' controller germinates in slot order, each advanced and fossilized "
-                        "as soon as its gates allow (default: conv_heavy)")
+    p.add_argument(
+        "--controllers",
+        nargs="+",
+        default=None,
+        choices=CONTROLLERS,
+        help="controllers to run (default: static random heuristic fixed, plus ppo when --checkpoint is given)",
+    )
+    p.add_argument(
+        "--fixed-rule",
+        nargs="+",
+        default=list(DEFAULT_FIXED_RULE),
+        metavar="BLUEPRINT",
+        help="blueprints the 'fixed' controller germinates in slot order, each advanced and fossilized "
+        "as soon as its gates allow (default: conv_heavy)",
+    )
     p.add_argument("--checkpoint", default=None, help="PPO checkpoint written by `esper-train ppo --save`")
     p.add_argument("--seeds", type=nonneg_int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
     p.add_argument("--max-epochs", type=positive_int, default=20, help="epochs per episode (default: 20)")
-    p.add_argument("--max-batches", type=positive_int, default=None,
-                   help="cap training batches per epoch (use the value the PPO policy was trained with)")
-    p.add_argument("--lr-schedule", choices=LR_SCHEDULES, default="constant",
-                   help="host and seed learning rates over an episode: constant, or cosine decay to 0 by the last "
-                        "epoch (use the value the PPO policy was trained with; default: constant)")
+    p.add_argument(
+        "--max-batches",
+        type=positive_int,
+        default=None,
+        help="cap training batches per epoch (use the value the PPO policy was trained with)",
+    )
+    p.add_argument(
+        "--lr-schedule",
+        choices=LR_SCHEDULES,
+        default="constant",
+        help="host and seed learning rates over an episode: constant, or cosine decay to 0 by the last "
+        "epoch (use the value the PPO policy was trained with; default: constant)",
+    )
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
     p.set_defaults(run=run)
 
+
 def run(args) -> int:
     "Run the comparison from parsed arguments."
-    controllers = tuple(args.controllers or (("static", "random", "heuristic", "fixed") + (("ppo",) if args.checkpoint else ())))
+    controllers = tuple(
+        args.controllers or (("static", "random", "heuristic", "fixed") + (("ppo",) if args.checkpoint else ()))
+    )
     check_data_dir(args.data_dir)
     try:
         with guarded_outputs({"--out": args.out}):
-            res = run_comparison(task=args.task, controllers=controllers, seeds=tuple(args.seeds),
-                                 max_epochs=args.max_epochs, checkpoint=args.checkpoint, out=args.out, host=args.host,
-                                 device=args.device, data_dir=args.data_dir, max_batches=args.max_batches,
-                                 fixed_rule=tuple(args.fixed_rule), lr_schedule=args.lr_schedule)
+            res = run_comparison(
+                task=args.task,
+                controllers=controllers,
+                seeds=tuple(args.seeds),
+                max_epochs=args.max_epochs,
+                checkpoint=args.checkpoint,
+                out=args.out,
+                host=args.host,
+                device=args.device,
+                data_dir=args.data_dir,
+                max_batches=args.max_batches,
+                fixed_rule=tuple(args.fixed_rule),
+                lr_schedule=args.lr_schedule,
+            )
     except (ValueError, RuntimeError, FileNotFoundError) as e:
-        print(f"esper-train compare: error: {e}", file=sys.stderr); return 1
+        print(f"esper-train compare: error: {e}", file=sys.stderr)
+        return 1
     print(res["table"])
     print(f"wrote {Path(args.out) / 'comparison.md'}, comparison.json and comparison.png")
     return 0

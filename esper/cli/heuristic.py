@@ -13,8 +13,15 @@ from pathlib import Path
 import matplotlib
 import torch
 
-from . import (add_task_arguments, add_telemetry_arguments, check_data_dir, guarded_outputs, nonneg_int,
-                       positive_float, positive_int)
+from esper.cli import (
+    add_task_arguments,
+    add_telemetry_arguments,
+    check_data_dir,
+    guarded_outputs,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
 from ..leyline.files import check_output_dir, save_figure_atomic, write_json_atomic
 from ..leyline import TelemetryEvent, LIFECYCLE_EVENTS
 from ..nissa import TelemetryHub, make_hub
@@ -26,36 +33,49 @@ from ..tamiyo.heuristic import HeuristicTamiyo
 # %% ../../nbs/cli/02_heuristic.ipynb #bf671570
 class _Recorder:
     "Forwards events to a hub and keeps the lifecycle ones for the timeline."
-    def __init__(self, hub): self.hub, self.lifecycle = hub, []
+
+    def __init__(self, hub):
+        self.hub, self.lifecycle = hub, []
+
     def emit(self, e: TelemetryEvent) -> None:
-        if e.event_type in LIFECYCLE_EVENTS: self.lifecycle.append(e)
+        if e.event_type in LIFECYCLE_EVENTS:
+            self.lifecycle.append(e)
         self.hub.emit(e)
-        if e.event_type.value == "epoch_completed": self.hub.on_epoch_end()
+        if e.event_type.value == "epoch_completed":
+            self.hub.on_epoch_end()
+
 
 def run_heuristic(
-    task: str="mnist1d",       # task name
-    episodes: int=1,           # episodes to run
-    max_epochs: int=30,        # epochs per episode
-    slots: list[str]|None=None,# slots to enable (default: one per host block)
-    seed: int=0,               # seed of episode 0 (episode i uses seed + i)
-    out: Path|str|None=None,   # folder for summary.json and timeline.png (None: write nothing)
-    host: str|None=None,       # host preset (default: the task's)
-    host_lr: float=0.01,       # host SGD learning rate
-    seed_lr: float=0.05,       # seed SGD learning rate
-    blend_epochs: int=5,       # epochs of the alpha ramp
-    device: str="auto",        # "auto", "cpu", "cuda", ...
-    data_dir: str|None=None,   # dataset cache folder
-    download: bool=False,      # download CIFAR-10 if missing
-    progress: bool=True,       # print a line per episode
-    telemetry_dir: Path|str|None=None, # folder for events.jsonl and tensorboard/ (None: none)
-    telemetry_level: str="normal",     # off, minimal, normal or debug
+    task: str = "mnist1d",  # task name
+    episodes: int = 1,  # episodes to run
+    max_epochs: int = 30,  # epochs per episode
+    slots: list[str] | None = None,  # slots to enable (default: one per host block)
+    seed: int = 0,  # seed of episode 0 (episode i uses seed + i)
+    out: Path | str | None = None,  # folder for summary.json and timeline.png (None: write nothing)
+    host: str | None = None,  # host preset (default: the task's)
+    host_lr: float = 0.01,  # host SGD learning rate
+    seed_lr: float = 0.05,  # seed SGD learning rate
+    blend_epochs: int = 5,  # epochs of the alpha ramp
+    device: str = "auto",  # "auto", "cpu", "cuda", ...
+    data_dir: str | None = None,  # dataset cache folder
+    download: bool = False,  # download CIFAR-10 if missing
+    progress: bool = True,  # print a line per episode
+    telemetry_dir: Path | str | None = None,  # folder for events.jsonl and tensorboard/ (None: none)
+    telemetry_level: str = "normal",  # off, minimal, normal or debug
 ) -> dict:
     "Run heuristic episodes and return (and optionally write) their summary."
-    if episodes < 1: raise ValueError(f"episodes must be >= 1 (got {episodes})")
+    if episodes < 1:
+        raise ValueError(f"episodes must be >= 1 (got {episodes})")
     if out is not None:
         check_output_dir(out, "out")  # before the first episode, not after the last
-    cfg = EpisodeConfig(max_epochs=max_epochs, host=host, slots=tuple(slots) if slots else None, host_lr=host_lr,
-                        seed_lr=seed_lr, blend_epochs=blend_epochs)
+    cfg = EpisodeConfig(
+        max_epochs=max_epochs,
+        host=host,
+        slots=tuple(slots) if slots else None,
+        host_lr=host_lr,
+        seed_lr=seed_lr,
+        blend_epochs=blend_epochs,
+    )
     hub = make_hub(telemetry_dir, telemetry_level, console=False) if telemetry_dir is not None else TelemetryHub("off")
     rec, results = _Recorder(hub), []
     try:
@@ -64,17 +84,30 @@ def run_heuristic(
             r = run_episode(t, HeuristicTamiyo(), cfg, seed=seed + i, hub=rec, env_id=i, device=device)
             results.append(r.to_dict() | {"seed": seed + i, "history": r.history, "lifecycle": r.lifecycle_log})
             if progress:
-                print(f"episode {i} (seed {seed + i}): final {r.final_accuracy:.1f}% (best {r.best_accuracy:.1f}%), "
-                      f"+{r.params_added} params, germinated {r.seeds_germinated}, fossilized {r.seeds_fossilized}, "
-                      f"pruned {r.seeds_pruned}, {r.seconds_per_epoch:.3f} s/epoch", flush=True)
+                print(
+                    f"episode {i} (seed {seed + i}): final {r.final_accuracy:.1f}% (best {r.best_accuracy:.1f}%), "
+                    f"+{r.params_added} params, germinated {r.seeds_germinated}, fossilized {r.seeds_fossilized}, "
+                    f"pruned {r.seeds_pruned}, {r.seconds_per_epoch:.3f} s/epoch",
+                    flush=True,
+                )
     finally:
         hub.close()
     f = [r["final_accuracy"] for r in results]
-    summary = {"task": task, "host": host or t.default_host, "episodes": episodes, "max_epochs": max_epochs, "seed": seed,
-               "final_accuracy_mean": statistics.fmean(f), "final_accuracy_std": statistics.pstdev(f),
-               "params_added_mean": statistics.fmean(r["params_added"] for r in results),
-               **{k: sum(r[k] for r in results) for k in ("seeds_germinated", "seeds_fossilized", "seeds_pruned", "rollbacks")},
-               "seconds_per_epoch": statistics.fmean(r["seconds_per_epoch"] for r in results), "results": results}
+    summary = {
+        "task": task,
+        "host": host or t.default_host,
+        "episodes": episodes,
+        "max_epochs": max_epochs,
+        "seed": seed,
+        "final_accuracy_mean": statistics.fmean(f),
+        "final_accuracy_std": statistics.pstdev(f),
+        "params_added_mean": statistics.fmean(r["params_added"] for r in results),
+        **{
+            k: sum(r[k] for r in results) for k in ("seeds_germinated", "seeds_fossilized", "seeds_pruned", "rollbacks")
+        },
+        "seconds_per_epoch": statistics.fmean(r["seconds_per_epoch"] for r in results),
+        "results": results,
+    }
     if out is not None:
         out = Path(out)
         write_json_atomic(out / "summary.json", summary)
@@ -87,12 +120,17 @@ def run_heuristic(
 # %% ../../nbs/cli/02_heuristic.ipynb #0a0a95b5
 def add_parser(subparsers) -> None:
     "Register `esper-train heuristic`."
-    p = subparsers.add_parser("heuristic", help="grow hosts with the heuristic controller",
-                              description="Run episodes with HeuristicTamiyo; write summary.json and timeline.png.")
+    p = subparsers.add_parser(
+        "heuristic",
+        help="grow hosts with the heuristic controller",
+        description="Run episodes with HeuristicTamiyo; write summary.json and timeline.png.",
+    )
     add_task_arguments(p)
     p.add_argument("--episodes", type=positive_int, default=1, help="episodes (default: 1)")
     p.add_argument("--max-epochs", type=positive_int, default=30, help="epochs per episode (default: 30)")
-    p.add_argument("--slots", nargs="+", default=None, metavar="SLOT", help="slots to enable, e.g. block1 block2 (default: all)")
+    p.add_argument(
+        "--slots", nargs="+", default=None, metavar="SLOT", help="slots to enable, e.g. block1 block2 (default: all)"
+    )
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the first episode (default: 0)")
     p.add_argument("--out", default="runs/heuristic", help="output folder (default: runs/heuristic)")
     p.add_argument("--host-lr", type=positive_float, default=0.01, help="host SGD learning rate (default: 0.01)")
@@ -102,20 +140,38 @@ def add_parser(subparsers) -> None:
     add_telemetry_arguments(p)
     p.set_defaults(run=run)
 
+
 def run(args) -> int:
     "Run the heuristic job from parsed arguments."
     check_data_dir(args.data_dir)
     try:
         with guarded_outputs({"--out": args.out, "--telemetry-dir": args.telemetry_dir}):
-            s = run_heuristic(task=args.task, episodes=args.episodes, max_epochs=args.max_epochs, slots=args.slots,
-                              seed=args.seed, out=args.out, host=args.host, host_lr=args.host_lr,
-                              seed_lr=args.seed_lr, blend_epochs=args.blend_epochs, device=args.device,
-                              data_dir=args.data_dir, download=args.download, progress=not args.no_progress,
-                              telemetry_dir=args.telemetry_dir, telemetry_level=args.telemetry_level)
+            s = run_heuristic(
+                task=args.task,
+                episodes=args.episodes,
+                max_epochs=args.max_epochs,
+                slots=args.slots,
+                seed=args.seed,
+                out=args.out,
+                host=args.host,
+                host_lr=args.host_lr,
+                seed_lr=args.seed_lr,
+                blend_epochs=args.blend_epochs,
+                device=args.device,
+                data_dir=args.data_dir,
+                download=args.download,
+                progress=not args.no_progress,
+                telemetry_dir=args.telemetry_dir,
+                telemetry_level=args.telemetry_level,
+            )
     except (ValueError, RuntimeError) as e:  # bad slot, device or dataset: one clear line, no traceback
-        print(f"esper-train heuristic: error: {e}", file=sys.stderr); return 1
-    print(f"{s['task']}/{s['host']}: final accuracy {s['final_accuracy_mean']:.2f} ± {s['final_accuracy_std']:.2f}% "
-          f"over {s['episodes']} episode(s), +{s['params_added_mean']:.0f} params, seeds germinated {s['seeds_germinated']}, "
-          f"fossilized {s['seeds_fossilized']}, pruned {s['seeds_pruned']}, {s['seconds_per_epoch']:.3f} s/epoch")
+        print(f"esper-train heuristic: error: {e}", file=sys.stderr)
+        return 1
+    print(
+        f"{s['task']}/{s['host']}: final accuracy {s['final_accuracy_mean']:.2f} ± {s['final_accuracy_std']:.2f}% "
+        f"over {s['episodes']} episode(s), +{s['params_added_mean']:.0f} params, seeds germinated "
+        f"{s['seeds_germinated']}, "
+        f"fossilized {s['seeds_fossilized']}, pruned {s['seeds_pruned']}, {s['seconds_per_epoch']:.3f} s/epoch"
+    )
     print(f"wrote {Path(args.out) / 'summary.json'}" + (" and timeline.png" if s["seeds_germinated"] else ""))
     return 0

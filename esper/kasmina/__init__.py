@@ -8,15 +8,33 @@ __all__ = ['SeedModule', 'BlueprintSpec', 'BLUEPRINT_REGISTRY', 'BLUEPRINT_FAMIL
            'SeedSlot', 'MorphogeneticModel']
 
 # %% ../../nbs/kasmina/03_kasmina.ipynb #d8192a9a
-from .blueprints import (SeedModule, BlueprintSpec, BLUEPRINT_REGISTRY, BLUEPRINT_FAMILIES, get_blueprint,
-                                      build_blueprint, family_for_dims)
-from .slot import (blend_curve, SeedMetrics, SeedState, GateResult, GateConfig, check_gate, SeedSlot)
+from esper.kasmina.blueprints import (
+    SeedModule,
+    BlueprintSpec,
+    BLUEPRINT_REGISTRY,
+    BLUEPRINT_FAMILIES,
+    get_blueprint,
+    build_blueprint,
+    family_for_dims,
+)
+from .slot import blend_curve, SeedMetrics, SeedState, GateResult, GateConfig, check_gate, SeedSlot
 from .model import MorphogeneticModel
 
 # %% ../../nbs/kasmina/03_kasmina.ipynb #61215641
 _all_ = [
-    "SeedModule", "BlueprintSpec", "BLUEPRINT_REGISTRY", "BLUEPRINT_FAMILIES", "get_blueprint", "build_blueprint",
+    "SeedModule",
+    "BlueprintSpec",
+    "BLUEPRINT_REGISTRY",
+    "BLUEPRINT_FAMILIES",
+    "get_blueprint",
+    "build_blueprint",
     "family_for_dims",
-    "blend_curve", "SeedMetrics", "SeedState", "GateResult", "GateConfig", "check_gate", "SeedSlot",
+    "blend_curve",
+    "SeedMetrics",
+    "SeedState",
+    "GateResult",
+    "GateConfig",
+    "check_gate",
+    "SeedSlot",
     "MorphogeneticModel",
 ]

@@ -17,21 +17,32 @@ from ..leyline import BLUEPRINTS
 
 # %% ../../nbs/kasmina/00_blueprints.ipynb #ebe53976
 def _ops(dims: int):
-    if dims not in (1, 2): raise ValueError(f"dims must be 1 (signals) or 2 (images) (got {dims})")
-    return (nn.Conv1d, nn.BatchNorm1d, nn.AdaptiveAvgPool1d) if dims == 1 else (nn.Conv2d, nn.BatchNorm2d, nn.AdaptiveAvgPool2d)
+    if dims not in (1, 2):
+        raise ValueError(f"dims must be 1 (signals) or 2 (images) (got {dims})")
+    return (
+        (nn.Conv1d, nn.BatchNorm1d, nn.AdaptiveAvgPool1d)
+        if dims == 1
+        else (nn.Conv2d, nn.BatchNorm2d, nn.AdaptiveAvgPool2d)
+    )
+
 
 def _zero(layer: nn.Module) -> nn.Module:
     "Zero a layer's weight and bias in place: the seed's output starts at exactly 0."
     nn.init.zeros_(layer.weight)
-    if getattr(layer, "bias", None) is not None: nn.init.zeros_(layer.bias)
+    if getattr(layer, "bias", None) is not None:
+        nn.init.zeros_(layer.bias)
     return layer
+
 
 class SeedModule(nn.Module):
     "Base class of seeds: `forward(h)` returns a correction with the shape of `h`."
+
     blueprint: str = ""
+
     def __init__(self, channels: int, dims: int):
         super().__init__()
-        if channels < 1: raise ValueError(f"channels must be >= 1 (got {channels})")
+        if channels < 1:
+            raise ValueError(f"channels must be >= 1 (got {channels})")
         self.channels, self.dims = channels, dims
 
     @property
@@ -42,56 +53,92 @@ class SeedModule(nn.Module):
 # %% ../../nbs/kasmina/00_blueprints.ipynb #d15bb2ec
 class NormSeed(SeedModule):
     "Per-channel affine correction of batch-normalised features: `gamma * BN(h) + beta`, gamma = beta = 0 at birth."
+
     blueprint = "norm"
+
     def __init__(self, channels: int, dims: int):
         super().__init__(channels, dims)
         _, BN, _ = _ops(dims)
         self.norm = BN(channels, affine=False)
         shape = (1, channels) + (1,) * dims
-        self.gamma = nn.Parameter(torch.zeros(shape)); self.beta = nn.Parameter(torch.zeros(shape))
-    def forward(self, h): return self.gamma * self.norm(h) + self.beta
+        self.gamma = nn.Parameter(torch.zeros(shape))
+        self.beta = nn.Parameter(torch.zeros(shape))
+
+    def forward(self, h):
+        return self.gamma * self.norm(h) + self.beta
+
 
 class ConvSmallSeed(SeedModule):
     "conv(k=3) → BN → ReLU → zero-initialised 1×1 conv."
+
     blueprint = "conv_small"
+
     def __init__(self, channels: int, dims: int):
         super().__init__(channels, dims)
         Conv, BN, _ = _ops(dims)
-        self.body = nn.Sequential(Conv(channels, channels, 3, padding=1, bias=False), BN(channels), nn.ReLU(),
-                                  _zero(Conv(channels, channels, 1)))
-    def forward(self, h): return self.body(h)
+        self.body = nn.Sequential(
+            Conv(channels, channels, 3, padding=1, bias=False),
+            BN(channels),
+            nn.ReLU(),
+            _zero(Conv(channels, channels, 1)),
+        )
+
+    def forward(self, h):
+        return self.body(h)
+
 
 class ConvHeavySeed(SeedModule):
     "conv to 2C (k=5 in 1-D, 3 in 2-D) → BN → ReLU → zero-initialised conv (k=3) back to C."
+
     blueprint = "conv_heavy"
+
     def __init__(self, channels: int, dims: int):
         super().__init__(channels, dims)
         Conv, BN, _ = _ops(dims)
         k = 5 if dims == 1 else 3
-        self.body = nn.Sequential(Conv(channels, 2 * channels, k, padding=k // 2, bias=False), BN(2 * channels), nn.ReLU(),
-                                  _zero(Conv(2 * channels, channels, 3, padding=1)))
-    def forward(self, h): return self.body(h)
+        self.body = nn.Sequential(
+            Conv(channels, 2 * channels, k, padding=k // 2, bias=False),
+            BN(2 * channels),
+            nn.ReLU(),
+            _zero(Conv(2 * channels, channels, 3, padding=1)),
+        )
+
+    def forward(self, h):
+        return self.body(h)
+
 
 class DepthwiseSeed(SeedModule):
     "Depthwise conv (k=5 in 1-D, 3 in 2-D) → BN → ReLU → zero-initialised pointwise conv."
+
     blueprint = "depthwise"
+
     def __init__(self, channels: int, dims: int):
         super().__init__(channels, dims)
         Conv, BN, _ = _ops(dims)
         k = 5 if dims == 1 else 3
-        self.body = nn.Sequential(Conv(channels, channels, k, padding=k // 2, groups=channels, bias=False), BN(channels),
-                                  nn.ReLU(), _zero(Conv(channels, channels, 1)))
-    def forward(self, h): return self.body(h)
+        self.body = nn.Sequential(
+            Conv(channels, channels, k, padding=k // 2, groups=channels, bias=False),
+            BN(channels),
+            nn.ReLU(),
+            _zero(Conv(channels, channels, 1)),
+        )
+
+    def forward(self, h):
+        return self.body(h)
+
 
 class AttentionSeed(SeedModule):
     "Squeeze-excitation correction `h * tanh(fc2(relu(fc1(pool(h)))))`; fc2 starts at zero."
+
     blueprint = "attention"
+
     def __init__(self, channels: int, dims: int):
         super().__init__(channels, dims)
         _, _, Pool = _ops(dims)
         hidden = max(4, channels // 4)
         self.pool = Pool(1)
         self.fc1, self.fc2 = nn.Linear(channels, hidden), _zero(nn.Linear(hidden, channels))
+
     def forward(self, h):
         g = torch.tanh(self.fc2(torch.relu(self.fc1(self.pool(h).flatten(1)))))
         return h * g.view(*g.shape, *([1] * self.dims))
@@ -100,10 +147,11 @@ class AttentionSeed(SeedModule):
 @dataclass(frozen=True)
 class BlueprintSpec:
     "A named seed recipe for one host family."
-    name: str                               # a Leyline `BLUEPRINTS` name
-    family: str                             # host family, e.g. "conv1d"
-    factory: Callable[[int, int], SeedModule] # `(channels, dims) -> module`
-    dims: int                               # spatial rank of the family
+
+    name: str  # a Leyline `BLUEPRINTS` name
+    family: str  # host family, e.g. "conv1d"
+    factory: Callable[[int, int], SeedModule]  # `(channels, dims) -> module`
+    dims: int  # spatial rank of the family
     description: str = ""
 
     def build(self, channels: int) -> SeedModule:
@@ -114,33 +162,41 @@ class BlueprintSpec:
         "Parameters this blueprint adds at an injection point with `channels` channels."
         return self.build(channels).param_count
 
+
 _SEEDS = (NormSeed, ConvSmallSeed, ConvHeavySeed, DepthwiseSeed, AttentionSeed)
 BLUEPRINT_FAMILIES: dict[str, int] = {"conv1d": 1, "conv2d": 2}
 BLUEPRINT_REGISTRY: dict[str, dict[str, BlueprintSpec]] = {
     fam: {cls.blueprint: BlueprintSpec(cls.blueprint, fam, cls, dims, (cls.__doc__ or "").strip()) for cls in _SEEDS}
-    for fam, dims in BLUEPRINT_FAMILIES.items()}
+    for fam, dims in BLUEPRINT_FAMILIES.items()
+}
+
 
 def family_for_dims(dims: int) -> str:
     "The conv family name for a host of spatial rank `dims`."
     for fam, d in BLUEPRINT_FAMILIES.items():
-        if d == dims: return fam
+        if d == dims:
+            return fam
     raise ValueError(f"no blueprint family for dims={dims}; families: {BLUEPRINT_FAMILIES}")
 
+
 def get_blueprint(
-    name: str,   # blueprint name, one of Leyline's `BLUEPRINTS`
-    family: str, # host family, a key of `BLUEPRINT_REGISTRY`
+    name: str,  # blueprint name, one of Leyline's `BLUEPRINTS`
+    family: str,  # host family, a key of `BLUEPRINT_REGISTRY`
 ) -> BlueprintSpec:
     "Look a blueprint up, with an error listing the valid choices."
     if family not in BLUEPRINT_REGISTRY:
         raise ValueError(f"unknown blueprint family {family!r}; choose one of: {', '.join(BLUEPRINT_REGISTRY)}")
     if name not in BLUEPRINT_REGISTRY[family]:
-        raise ValueError(f"unknown blueprint {name!r} for family {family!r}; choose one of: {', '.join(BLUEPRINT_REGISTRY[family])}")
+        raise ValueError(
+            f"unknown blueprint {name!r} for family {family!r}; choose one of: {', '.join(BLUEPRINT_REGISTRY[family])}"
+        )
     return BLUEPRINT_REGISTRY[family][name]
 
+
 def build_blueprint(
-    name: str,     # blueprint name
-    channels: int, # channels of the injection point
-    dims: int=1,   # spatial rank of the host features (1 or 2)
+    name: str,  # blueprint name
+    channels: int,  # channels of the injection point
+    dims: int = 1,  # spatial rank of the host features (1 or 2)
 ) -> SeedModule:
     "Build a fresh seed module whose output is exactly zero."
     return get_blueprint(name, family_for_dims(dims)).build(channels)

@@ -16,16 +16,18 @@ from torch import nn
 # %% ../../nbs/kasmina/01a_evaluation.ipynb #338a9d82
 class EpochMetrics(TypedDict):
     "What one pass over a loader measured."
-    loss: float       # mean loss per sample
-    accuracy: float   # percent correct
-    samples: int      # samples seen
-    seconds: float    # wall-clock time of the pass
+
+    loss: float  # mean loss per sample
+    accuracy: float  # percent correct
+    samples: int  # samples seen
+    seconds: float  # wall-clock time of the pass
+
 
 def validate(
-    model: nn.Module,               # model to evaluate
-    loader: Iterable,               # yields `(inputs, targets)` batches
-    device: torch.device|str="cpu", # where the batches go
-    criterion: Callable|None=None,  # loss function, mean over a batch (default: cross-entropy)
+    model: nn.Module,  # model to evaluate
+    loader: Iterable,  # yields `(inputs, targets)` batches
+    device: torch.device | str = "cpu",  # where the batches go
+    criterion: Callable | None = None,  # loss function, mean over a batch (default: cross-entropy)
 ) -> EpochMetrics:
     "Evaluate `model` under `inference_mode`; restores its train/eval mode afterwards."
     criterion = criterion or nn.functional.cross_entropy
@@ -52,5 +54,6 @@ def validate(
         model.train(was_training)
     if n == 0:
         raise ValueError("validate: the loader yielded no batches")
-    return EpochMetrics(loss=loss_sum.item() / n, accuracy=100.0 * correct.item() / n, samples=n,
-                        seconds=time.perf_counter() - t0)
+    return EpochMetrics(
+        loss=loss_sum.item() / n, accuracy=100.0 * correct.item() / n, samples=n, seconds=time.perf_counter() - t0
+    )

@@ -13,31 +13,49 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..leyline import (SeedStage, LIVE_STAGES, BLUEPRINTS, BlendAlgorithm, TelemetryEvent, TelemetryEventType,
-                           IllegalTransitionError, DEFAULT_BLEND_EPOCHS, DEFAULT_EMBARGO_EPOCHS)
+from esper.leyline import (
+    SeedStage,
+    LIVE_STAGES,
+    BLUEPRINTS,
+    BlendAlgorithm,
+    TelemetryEvent,
+    TelemetryEventType,
+    IllegalTransitionError,
+    DEFAULT_BLEND_EPOCHS,
+    DEFAULT_EMBARGO_EPOCHS,
+)
 from .blueprints import get_blueprint, family_for_dims
 from .slot import SeedSlot, SeedState, GateConfig, GateResult, check_gate
 from .evaluation import validate
 
 # %% ../../nbs/kasmina/02_model.ipynb #1e48fbea
-_NEXT = {SeedStage.GERMINATED: SeedStage.TRAINING, SeedStage.TRAINING: SeedStage.BLENDING,
-         SeedStage.BLENDING: SeedStage.HOLDING, SeedStage.HOLDING: SeedStage.FOSSILIZED}
+_NEXT = {
+    SeedStage.GERMINATED: SeedStage.TRAINING,
+    SeedStage.TRAINING: SeedStage.BLENDING,
+    SeedStage.BLENDING: SeedStage.HOLDING,
+    SeedStage.HOLDING: SeedStage.FOSSILIZED,
+}
 _seed_counter = itertools.count(1)
+
 
 class MorphogeneticModel(nn.Module):
     "A conv host with seed slots after its blocks and the lifecycle operations on them."
-    def __init__(self,
-                 host: nn.Module,                  # a host with .blocks, .block_names, .block_channels, .head
-                 slots: Sequence[str]|None=None,   # block names that get a slot (default: all)
-                 blend_epochs: int=DEFAULT_BLEND_EPOCHS,  # epochs for alpha to ramp 0 -> 1
-                 blend_algorithm: BlendAlgorithm|str=BlendAlgorithm.LINEAR, # default ramp
-                 embargo_epochs: int=DEFAULT_EMBARGO_EPOCHS, # epochs a pruned slot stays unusable
-                 gates: GateConfig|None=None,      # gate thresholds
-                 hub: Any=None,                    # optional telemetry hub: anything with .emit(TelemetryEvent)
-                 env_id: int=0):                   # environment id stamped on events
+
+    def __init__(
+        self,
+        host: nn.Module,  # a host with .blocks, .block_names, .block_channels, .head
+        slots: Sequence[str] | None = None,  # block names that get a slot (default: all)
+        blend_epochs: int = DEFAULT_BLEND_EPOCHS,  # epochs for alpha to ramp 0 -> 1
+        blend_algorithm: BlendAlgorithm | str = BlendAlgorithm.LINEAR,  # default ramp
+        embargo_epochs: int = DEFAULT_EMBARGO_EPOCHS,  # epochs a pruned slot stays unusable
+        gates: GateConfig | None = None,  # gate thresholds
+        hub: Any = None,  # optional telemetry hub: anything with .emit(TelemetryEvent)
+        env_id: int = 0,
+    ):  # environment id stamped on events
         super().__init__()
         for a in ("blocks", "block_names", "block_channels", "head"):
-            if not hasattr(host, a): raise TypeError(f"host must have .{a} (a ConvHost); got {type(host).__name__}")
+            if not hasattr(host, a):
+                raise TypeError(f"host must have .{a} (a ConvHost); got {type(host).__name__}")
         names = tuple(host.block_names)
         slots = names if slots is None else tuple(slots)
         bad = [s for s in slots if s not in names]
@@ -45,8 +63,13 @@ class MorphogeneticModel(nn.Module):
             raise ValueError(f"slots must be distinct block names from {names} (got {list(slots)})")
         self.host, self.dims = host, int(getattr(host, "dims", 1))
         self.family = family_for_dims(self.dims)
-        self.slots = nn.ModuleDict({n: SeedSlot(n, c, self.dims, blend_epochs, blend_algorithm, embargo_epochs)
-                                    for n, c in zip(names, host.block_channels) if n in slots})
+        self.slots = nn.ModuleDict(
+            {
+                n: SeedSlot(n, c, self.dims, blend_epochs, blend_algorithm, embargo_epochs)
+                for n, c in zip(names, host.block_channels)
+                if n in slots
+            }
+        )
         self.slot_ids: tuple[str, ...] = tuple(n for n in names if n in slots)
         self.gates = gates or GateConfig()
         self.hub, self.env_id = hub, env_id
@@ -56,13 +79,15 @@ class MorphogeneticModel(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for name, block in zip(self.host.block_names, self.host.blocks):
             x = block(x)
-            if name in self.slots: x = self.slots[name](x)
+            if name in self.slots:
+                x = self.slots[name](x)
         return self.host.head(x)
 
     # ---- access -------------------------------------------------------------------------
     def slot(self, slot_id: str) -> SeedSlot:
         "The slot called `slot_id`, with an error listing the valid ones."
-        if slot_id not in self.slots: raise ValueError(f"unknown slot {slot_id!r}; this model has: {', '.join(self.slot_ids)}")
+        if slot_id not in self.slots:
+            raise ValueError(f"unknown slot {slot_id!r}; this model has: {', '.join(self.slot_ids)}")
         return self.slots[slot_id]
 
     def seed_states(self) -> dict[str, SeedState]:
@@ -77,7 +102,7 @@ class MorphogeneticModel(nn.Module):
         "Parameters of the host alone."
         return list(self.host.parameters())
 
-    def get_seed_parameters(self, slot: str|None=None) -> list[nn.Parameter]:
+    def get_seed_parameters(self, slot: str | None = None) -> list[nn.Parameter]:
         "Parameters of one slot's seed, or of every seed when `slot` is None."
         ids = self.slot_ids if slot is None else (self.slot(slot).slot_id,)
         return [p for s in ids if self.slots[s].seed is not None for p in self.slots[s].seed.parameters()]
@@ -87,21 +112,35 @@ class MorphogeneticModel(nn.Module):
         return sum(p.numel() for p in self.get_seed_parameters())
 
     # ---- lifecycle ----------------------------------------------------------------------
-    def _emit(self, kind: TelemetryEventType, slot: SeedSlot, state: SeedState, old: SeedStage|None, **extra) -> None:
-        data = {"blueprint": state.blueprint_id, "from": old.name if old is not None else None, "to": state.stage.name,
-                "params": slot.seed.param_count if slot.seed is not None else 0,
-                "contribution": state.metrics.contribution, **extra}
+    def _emit(self, kind: TelemetryEventType, slot: SeedSlot, state: SeedState, old: SeedStage | None, **extra) -> None:
+        data = {
+            "blueprint": state.blueprint_id,
+            "from": old.name if old is not None else None,
+            "to": state.stage.name,
+            "params": slot.seed.param_count if slot.seed is not None else 0,
+            "contribution": state.metrics.contribution,
+            **extra,
+        }
         self.lifecycle_log.append({"epoch": self.epoch, "slot_id": slot.slot_id, "seed_id": state.seed_id, **data})
         if self.hub is not None:
-            self.hub.emit(TelemetryEvent(kind, data, epoch=self.epoch, env_id=self.env_id, slot_id=slot.slot_id,
-                                         seed_id=state.seed_id, step=self.epoch))
+            self.hub.emit(
+                TelemetryEvent(
+                    kind,
+                    data,
+                    epoch=self.epoch,
+                    env_id=self.env_id,
+                    slot_id=slot.slot_id,
+                    seed_id=state.seed_id,
+                    step=self.epoch,
+                )
+            )
 
     def germinate(
         self,
-        slot: str,       # a DORMANT slot
+        slot: str,  # a DORMANT slot
         blueprint: str,  # one of Leyline's BLUEPRINTS
-        blend_algorithm: BlendAlgorithm|str|None=None, # ramp for this seed (default: the slot's)
-        accuracy: float|None=None, # current validation accuracy (default: the last one recorded)
+        blend_algorithm: BlendAlgorithm | str | None = None,  # ramp for this seed (default: the slot's)
+        accuracy: float | None = None,  # current validation accuracy (default: the last one recorded)
     ) -> SeedState:
         "Build a zero-output seed in `slot`; it enters GERMINATED."
         s = self.slot(slot)
@@ -120,9 +159,13 @@ class MorphogeneticModel(nn.Module):
         self._emit(TelemetryEventType.SEED_GERMINATED, s, state, SeedStage.DORMANT)
         return state
 
-    def _move(self, s: SeedSlot, target: SeedStage, reason: str="") -> SeedStage:
+    def _move(self, s: SeedSlot, target: SeedStage, reason: str = "") -> SeedStage:
         old = s.state.transition(target, self.epoch)
-        kind = TelemetryEventType.SEED_FOSSILIZED if target == SeedStage.FOSSILIZED else TelemetryEventType.SEED_STAGE_CHANGED
+        kind = (
+            TelemetryEventType.SEED_FOSSILIZED
+            if target == SeedStage.FOSSILIZED
+            else TelemetryEventType.SEED_STAGE_CHANGED
+        )
         self._emit(kind, s, s.state, old, reason=reason)
         return old
 
@@ -133,7 +176,8 @@ class MorphogeneticModel(nn.Module):
             raise IllegalTransitionError(f"cannot advance slot {slot}: stage {s.stage.name} has no next live stage")
         target = _NEXT[s.stage]
         verdict = check_gate(s.state, target, self.gates)
-        if verdict: self._move(s, target, verdict.reason)
+        if verdict:
+            self._move(s, target, verdict.reason)
         return verdict
 
     def gate_open(self, slot: str) -> bool:
@@ -144,7 +188,8 @@ class MorphogeneticModel(nn.Module):
     def in_probation(self, slot: str) -> bool:
         "Whether the seed in `slot` is too young to judge: TRAINING for fewer than `min_training_epochs`, or BLENDING."
         s = self.slot(slot)
-        if s.stage == SeedStage.TRAINING: return s.state.metrics.epochs_in_current_stage < self.gates.min_training_epochs
+        if s.stage == SeedStage.TRAINING:
+            return s.state.metrics.epochs_in_current_stage < self.gates.min_training_epochs
         return s.stage == SeedStage.BLENDING and not self.gate_open(slot)
 
     def fossilize(self, slot: str) -> GateResult:
@@ -154,25 +199,40 @@ class MorphogeneticModel(nn.Module):
             raise IllegalTransitionError(f"cannot fossilize slot {slot}: it is {s.stage.name}, not HOLDING")
         return self.advance(slot)
 
-    def prune(self, slot: str, reason: str="") -> SeedState:
+    def prune(self, slot: str, reason: str = "") -> SeedState:
         "Remove the live seed in `slot`; the slot is embargoed, then DORMANT again."
         s = self.slot(slot)
         params = s.seed.param_count if s.seed is not None else 0
         old = s.stage
         state = s.remove_seed(self.epoch)
-        data = {"blueprint": state.blueprint_id, "from": old.name, "to": SeedStage.PRUNED.name, "params": params,
-                "contribution": state.metrics.contribution, "reason": reason}
+        data = {
+            "blueprint": state.blueprint_id,
+            "from": old.name,
+            "to": SeedStage.PRUNED.name,
+            "params": params,
+            "contribution": state.metrics.contribution,
+            "reason": reason,
+        }
         self.lifecycle_log.append({"epoch": self.epoch, "slot_id": slot, "seed_id": state.seed_id, **data})
         if self.hub is not None:
-            self.hub.emit(TelemetryEvent(TelemetryEventType.SEED_PRUNED, data, epoch=self.epoch, env_id=self.env_id,
-                                         slot_id=slot, seed_id=state.seed_id, step=self.epoch))
+            self.hub.emit(
+                TelemetryEvent(
+                    TelemetryEventType.SEED_PRUNED,
+                    data,
+                    epoch=self.epoch,
+                    env_id=self.env_id,
+                    slot_id=slot,
+                    seed_id=state.seed_id,
+                    step=self.epoch,
+                )
+            )
         return state
 
     _last_accuracy: float = 0.0
 
     def step_epoch(
         self,
-        epoch: int,           # host epoch just finished (>= 1)
+        epoch: int,  # host epoch just finished (>= 1)
         val_accuracy: float,  # validation accuracy of that epoch, percent
     ) -> None:
         "Per-epoch bookkeeping: seed metrics, alpha ramps and embargo timers."
@@ -180,29 +240,47 @@ class MorphogeneticModel(nn.Module):
         for s in self.slots.values():
             if s.stage in LIVE_STAGES or s.stage == SeedStage.FOSSILIZED:
                 s.state.record_epoch(val_accuracy)
-                if s.stage == SeedStage.BLENDING: s.update_alpha_for_step(s.state.metrics.epochs_in_current_stage)
+                if s.stage == SeedStage.BLENDING:
+                    s.update_alpha_for_step(s.state.metrics.epochs_in_current_stage)
             elif s.stage == SeedStage.EMBARGOED:
                 st = s.state
                 if s.tick_embargo(self.epoch):
-                    self.lifecycle_log.append({"epoch": self.epoch, "slot_id": s.slot_id, "seed_id": st.seed_id,
-                                               "blueprint": st.blueprint_id, "from": "EMBARGOED", "to": "DORMANT",
-                                               "params": 0, "contribution": st.metrics.contribution})
+                    self.lifecycle_log.append(
+                        {
+                            "epoch": self.epoch,
+                            "slot_id": s.slot_id,
+                            "seed_id": st.seed_id,
+                            "blueprint": st.blueprint_id,
+                            "from": "EMBARGOED",
+                            "to": "DORMANT",
+                            "params": 0,
+                            "contribution": st.metrics.contribution,
+                        }
+                    )
 
     # ---- counterfactual -----------------------------------------------------------------
     def counterfactual(
         self,
-        slot: str,            # slot whose seed is measured
-        loader: Iterable,     # validation batches
-        device: torch.device|str="cpu", # where the batches go
-        record: bool=True,    # store the result in the seed's metrics
-        with_seed: float|None=None, # accuracy with the seed if already measured this epoch (saves a pass)
+        slot: str,  # slot whose seed is measured
+        loader: Iterable,  # validation batches
+        device: torch.device | str = "cpu",  # where the batches go
+        record: bool = True,  # store the result in the seed's metrics
+        with_seed: float | None = None,  # accuracy with the seed if already measured this epoch (saves a pass)
     ) -> float:
         "Validation accuracy with the seed minus with the slot's alpha forced to 0, in points; state untouched."
         s = self.slot(slot)
-        if s.seed is None or s.stage not in (SeedStage.TRAINING, SeedStage.BLENDING, SeedStage.HOLDING, SeedStage.FOSSILIZED):
+        if s.seed is None or s.stage not in (
+            SeedStage.TRAINING,
+            SeedStage.BLENDING,
+            SeedStage.HOLDING,
+            SeedStage.FOSSILIZED,
+        ):
             raise ValueError(f"slot {slot} has no active seed to measure (stage {s.stage.name})")
-        if with_seed is None: with_seed = validate(self, loader, device)["accuracy"]
-        with s.force_alpha(0.0): without = validate(self, loader, device)["accuracy"]
+        if with_seed is None:
+            with_seed = validate(self, loader, device)["accuracy"]
+        with s.force_alpha(0.0):
+            without = validate(self, loader, device)["accuracy"]
         contribution = with_seed - without
-        if record: s.state.metrics.contribution, s.state.metrics.contribution_epoch = contribution, self.epoch
+        if record:
+            s.state.metrics.contribution, s.state.metrics.contribution_epoch = contribution, self.epoch
         return contribution

@@ -13,24 +13,35 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from ..leyline import (SeedStage, BlendAlgorithm, SeedTelemetry, check_transition, LIVE_STAGES,
-                           DEFAULT_BLEND_EPOCHS, DEFAULT_MIN_TRAINING_EPOCHS, DEFAULT_MIN_HOLDING_EPOCHS,
-                           DEFAULT_EMBARGO_EPOCHS)
+from esper.leyline import (
+    SeedStage,
+    BlendAlgorithm,
+    SeedTelemetry,
+    check_transition,
+    LIVE_STAGES,
+    DEFAULT_BLEND_EPOCHS,
+    DEFAULT_MIN_TRAINING_EPOCHS,
+    DEFAULT_MIN_HOLDING_EPOCHS,
+    DEFAULT_EMBARGO_EPOCHS,
+)
 from .blueprints import SeedModule
 
 # %% ../../nbs/kasmina/01_slot.ipynb #03a9a1b7
 def blend_curve(
-    step: float,        # steps taken in BLENDING (fractions allowed)
-    total: int,         # steps for the full ramp
-    algorithm: BlendAlgorithm|str=BlendAlgorithm.LINEAR, # curve shape
-    steepness: float=10.0, # sigmoid steepness
+    step: float,  # steps taken in BLENDING (fractions allowed)
+    total: int,  # steps for the full ramp
+    algorithm: BlendAlgorithm | str = BlendAlgorithm.LINEAR,  # curve shape
+    steepness: float = 10.0,  # sigmoid steepness
 ) -> float:
     "Alpha in [0, 1] after `step` of `total` blending steps; monotone, 0 at step 0, 1 from `total` on."
-    if total < 1: raise ValueError(f"total (blend epochs) must be >= 1 (got {total})")
+    if total < 1:
+        raise ValueError(f"total (blend epochs) must be >= 1 (got {total})")
     algorithm = BlendAlgorithm(algorithm)
     t = min(max(step / total, 0.0), 1.0)
-    if algorithm == BlendAlgorithm.LINEAR: return t
-    if algorithm == BlendAlgorithm.COSINE: return 0.5 * (1.0 - math.cos(math.pi * t))
+    if algorithm == BlendAlgorithm.LINEAR:
+        return t
+    if algorithm == BlendAlgorithm.COSINE:
+        return 0.5 * (1.0 - math.cos(math.pi * t))
     s = lambda u: 1.0 / (1.0 + math.exp(-steepness * (u - 0.5)))
     return (s(t) - s(0.0)) / (s(1.0) - s(0.0))
 
@@ -38,68 +49,80 @@ def blend_curve(
 @dataclass(slots=True)
 class SeedMetrics:
     "What a seed has done so far; accuracies in percent."
-    epochs_in_current_stage: int = 0     # epochs since the last transition
-    epochs_total: int = 0                # epochs since germination
-    germinated_epoch: int = 0            # host epoch of germination
-    accuracy_at_germination: float = 0.0 # model validation accuracy when the seed was born
-    current_accuracy: float = 0.0        # latest validation accuracy of the model
-    previous_accuracy: float = 0.0       # the one before
-    best_accuracy: float = 0.0           # best since germination
-    contribution: float|None = None      # latest counterfactual (with seed − alpha forced to 0), points
-    contribution_epoch: int = -1         # epoch of that measurement
+
+    epochs_in_current_stage: int = 0  # epochs since the last transition
+    epochs_total: int = 0  # epochs since germination
+    germinated_epoch: int = 0  # host epoch of germination
+    accuracy_at_germination: float = 0.0  # model validation accuracy when the seed was born
+    current_accuracy: float = 0.0  # latest validation accuracy of the model
+    previous_accuracy: float = 0.0  # the one before
+    best_accuracy: float = 0.0  # best since germination
+    contribution: float | None = None  # latest counterfactual (with seed − alpha forced to 0), points
+    contribution_epoch: int = -1  # epoch of that measurement
 
     @property
     def accuracy_gain(self) -> float:
         "Accuracy gained by the model since germination, in points."
         return self.current_accuracy - self.accuracy_at_germination
 
+
 @dataclass
 class SeedState:
     "Stage, metrics and telemetry of one seed."
-    seed_id: str            # unique id
-    blueprint_id: str       # blueprint it was built from
-    slot_id: str            # slot it lives in
+
+    seed_id: str  # unique id
+    blueprint_id: str  # blueprint it was built from
+    slot_id: str  # slot it lives in
     stage: SeedStage = SeedStage.DORMANT
-    alpha: float = 0.0      # blend coupling in [0, 1]
+    alpha: float = 0.0  # blend coupling in [0, 1]
     metrics: SeedMetrics = field(default_factory=SeedMetrics)
     telemetry: SeedTelemetry = field(default_factory=SeedTelemetry)
-    history: list[tuple[int, SeedStage]] = field(default_factory=list) # (epoch, stage entered)
+    history: list[tuple[int, SeedStage]] = field(default_factory=list)  # (epoch, stage entered)
 
     def transition(
         self,
-        stage: SeedStage|int, # stage to move to
-        epoch: int|None=None, # host epoch, for the history
+        stage: SeedStage | int,  # stage to move to
+        epoch: int | None = None,  # host epoch, for the history
     ) -> SeedStage:
         "Move to `stage` if Leyline allows it (else `IllegalTransitionError`); returns the old stage."
         new, old = check_transition(self.stage, stage), self.stage
         self.stage = new
         self.metrics.epochs_in_current_stage = 0
-        if new == SeedStage.BLENDING: self.alpha = 0.0
-        elif new in (SeedStage.HOLDING, SeedStage.FOSSILIZED): self.alpha = 1.0
-        self.history.append((self.metrics.germinated_epoch + self.metrics.epochs_total if epoch is None else epoch, new))
+        if new == SeedStage.BLENDING:
+            self.alpha = 0.0
+        elif new in (SeedStage.HOLDING, SeedStage.FOSSILIZED):
+            self.alpha = 1.0
+        self.history.append(
+            (self.metrics.germinated_epoch + self.metrics.epochs_total if epoch is None else epoch, new)
+        )
         return old
 
     def record_epoch(self, val_accuracy: float) -> None:
         "Count one more epoch and fold in the model's validation accuracy (percent)."
         m = self.metrics
-        m.epochs_in_current_stage += 1; m.epochs_total += 1
+        m.epochs_in_current_stage += 1
+        m.epochs_total += 1
         m.previous_accuracy, m.current_accuracy = m.current_accuracy, float(val_accuracy)
         m.best_accuracy = max(m.best_accuracy, m.current_accuracy)
 
     def sync_telemetry(
         self,
-        gradient_norm: float,   # L2 norm of the seed's gradients (epoch mean)
-        gradient_health: float, # fraction of parameter tensors with healthy gradients, in [0, 1]
-        has_vanishing: bool,    # some gradient below the vanishing threshold
-        has_exploding: bool,    # some gradient above the exploding threshold
-        epoch: int,             # current host epoch (>= 1)
-        max_epochs: int,        # episode length
+        gradient_norm: float,  # L2 norm of the seed's gradients (epoch mean)
+        gradient_health: float,  # fraction of parameter tensors with healthy gradients, in [0, 1]
+        has_vanishing: bool,  # some gradient below the vanishing threshold
+        has_exploding: bool,  # some gradient above the exploding threshold
+        epoch: int,  # current host epoch (>= 1)
+        max_epochs: int,  # episode length
     ) -> SeedTelemetry:
         "Fill `self.telemetry` from the measured gradients and the seed's state; returns it."
-        if not 0.0 <= gradient_health <= 1.0: raise ValueError(f"gradient_health must be in [0, 1] (got {gradient_health})")
-        if not math.isfinite(gradient_norm) or gradient_norm < 0: raise ValueError(f"gradient_norm must be finite and >= 0 (got {gradient_norm})")
-        if max_epochs < 1: raise ValueError(f"max_epochs must be >= 1 (got {max_epochs})")
-        if not 1 <= epoch <= max_epochs: raise ValueError(f"epoch must be in [1, max_epochs={max_epochs}] (got {epoch})")
+        if not 0.0 <= gradient_health <= 1.0:
+            raise ValueError(f"gradient_health must be in [0, 1] (got {gradient_health})")
+        if not math.isfinite(gradient_norm) or gradient_norm < 0:
+            raise ValueError(f"gradient_norm must be finite and >= 0 (got {gradient_norm})")
+        if max_epochs < 1:
+            raise ValueError(f"max_epochs must be >= 1 (got {max_epochs})")
+        if not 1 <= epoch <= max_epochs:
+            raise ValueError(f"epoch must be in [1, max_epochs={max_epochs}] (got {epoch})")
         m, t = self.metrics, self.telemetry
         t.seed_id, t.blueprint_id, t.stage = self.seed_id, self.blueprint_id, int(self.stage)
         t.epochs_in_stage, t.alpha, t.accuracy = m.epochs_in_current_stage, float(self.alpha), m.current_accuracy
@@ -113,46 +136,62 @@ class SeedState:
 @dataclass(frozen=True, slots=True)
 class GateResult:
     "Verdict of a lifecycle gate; truthy when it passed."
+
     passed: bool
-    gate: str     # e.g. "TRAINING->BLENDING"
-    reason: str   # why, in words with the numbers
-    def __bool__(self) -> bool: return self.passed
+    gate: str  # e.g. "TRAINING->BLENDING"
+    reason: str  # why, in words with the numbers
+
+    def __bool__(self) -> bool:
+        return self.passed
+
 
 @dataclass(frozen=True)
 class GateConfig:
     "Thresholds of the lifecycle gates."
-    min_training_epochs: int = DEFAULT_MIN_TRAINING_EPOCHS # epochs in TRAINING before blending
+
+    min_training_epochs: int = DEFAULT_MIN_TRAINING_EPOCHS  # epochs in TRAINING before blending
     min_gradient_health: float = 0.5  # gradient health needed to blend
     min_holding_epochs: int = DEFAULT_MIN_HOLDING_EPOCHS  # epochs in HOLDING before fossilizing
-    min_contribution: float = 0.0     # counterfactual points needed to fossilize (strictly more)
+    min_contribution: float = 0.0  # counterfactual points needed to fossilize (strictly more)
 
     def __post_init__(self):
         for f in ("min_training_epochs", "min_holding_epochs"):
-            if getattr(self, f) < 0: raise ValueError(f"{f} must be >= 0 (got {getattr(self, f)})")
-        if not 0 <= self.min_gradient_health <= 1: raise ValueError(f"min_gradient_health must be in [0, 1] (got {self.min_gradient_health})")
+            if getattr(self, f) < 0:
+                raise ValueError(f"{f} must be >= 0 (got {getattr(self, f)})")
+        if not 0 <= self.min_gradient_health <= 1:
+            raise ValueError(f"min_gradient_health must be in [0, 1] (got {self.min_gradient_health})")
+
 
 def check_gate(
-    state: SeedState,   # the seed
+    state: SeedState,  # the seed
     target: SeedStage,  # stage it would move to
-    cfg: GateConfig,    # thresholds
+    cfg: GateConfig,  # thresholds
 ) -> GateResult:
     "Evaluate the gate in front of `target` for `state`."
     src, target = state.stage, SeedStage(target)
     name, m, t = f"{src.name}->{target.name}", state.metrics, state.telemetry
     ok = lambda why: GateResult(True, name, why)
     no = lambda why: GateResult(False, name, why)
-    if target == SeedStage.PRUNED: return ok("pruning is always allowed for a live seed")
-    if target == SeedStage.TRAINING: return ok("seed module built")
+    if target == SeedStage.PRUNED:
+        return ok("pruning is always allowed for a live seed")
+    if target == SeedStage.TRAINING:
+        return ok("seed module built")
     if target == SeedStage.BLENDING:
         if m.epochs_in_current_stage < cfg.min_training_epochs:
             return no(f"{m.epochs_in_current_stage} epochs in TRAINING < min_training_epochs={cfg.min_training_epochs}")
-        if t.epoch == 0 or t.stage != int(SeedStage.TRAINING): return no("gradient telemetry not synced in TRAINING")
-        if t.has_exploding: return no(f"exploding gradients (norm {t.gradient_norm:.3g})")
+        if t.epoch == 0 or t.stage != int(SeedStage.TRAINING):
+            return no("gradient telemetry not synced in TRAINING")
+        if t.has_exploding:
+            return no(f"exploding gradients (norm {t.gradient_norm:.3g})")
         if t.gradient_health < cfg.min_gradient_health:
             return no(f"gradient health {t.gradient_health:.2f} < {cfg.min_gradient_health}")
         return ok(f"{m.epochs_in_current_stage} epochs trained, gradient health {t.gradient_health:.2f}")
     if target == SeedStage.HOLDING:
-        return ok("blend complete (alpha = 1)") if state.alpha >= 1.0 else no(f"blend incomplete (alpha = {state.alpha:.2f})")
+        return (
+            ok("blend complete (alpha = 1)")
+            if state.alpha >= 1.0
+            else no(f"blend incomplete (alpha = {state.alpha:.2f})")
+        )
     if target == SeedStage.FOSSILIZED:
         if m.epochs_in_current_stage < cfg.min_holding_epochs:
             return no(f"{m.epochs_in_current_stage} epochs in HOLDING < min_holding_epochs={cfg.min_holding_epochs}")
@@ -167,25 +206,31 @@ def check_gate(
 #: Stages in which the seed's output is part of the forward pass.
 _ACTIVE = frozenset({SeedStage.TRAINING, SeedStage.BLENDING, SeedStage.HOLDING, SeedStage.FOSSILIZED})
 
+
 class SeedSlot(nn.Module):
     "An injection point after one host block; the identity until a seed grows in it."
-    def __init__(self,
-                 slot_id: str,   # name of the slot (the host block it follows)
-                 channels: int,  # channels of the host features here
-                 dims: int,      # spatial rank of the host features (1 or 2)
-                 blend_epochs: int=DEFAULT_BLEND_EPOCHS,      # epochs for alpha to ramp 0 -> 1
-                 blend_algorithm: BlendAlgorithm|str=BlendAlgorithm.LINEAR, # default ramp shape
-                 embargo_epochs: int=DEFAULT_EMBARGO_EPOCHS): # epochs a pruned slot stays unusable
+
+    def __init__(
+        self,
+        slot_id: str,  # name of the slot (the host block it follows)
+        channels: int,  # channels of the host features here
+        dims: int,  # spatial rank of the host features (1 or 2)
+        blend_epochs: int = DEFAULT_BLEND_EPOCHS,  # epochs for alpha to ramp 0 -> 1
+        blend_algorithm: BlendAlgorithm | str = BlendAlgorithm.LINEAR,  # default ramp shape
+        embargo_epochs: int = DEFAULT_EMBARGO_EPOCHS,
+    ):  # epochs a pruned slot stays unusable
         super().__init__()
-        if blend_epochs < 1: raise ValueError(f"blend_epochs must be >= 1 (got {blend_epochs})")
-        if embargo_epochs < 0: raise ValueError(f"embargo_epochs must be >= 0 (got {embargo_epochs})")
+        if blend_epochs < 1:
+            raise ValueError(f"blend_epochs must be >= 1 (got {blend_epochs})")
+        if embargo_epochs < 0:
+            raise ValueError(f"embargo_epochs must be >= 0 (got {embargo_epochs})")
         self.slot_id, self.channels, self.dims = slot_id, channels, dims
         self.blend_epochs, self.blend_algorithm = blend_epochs, BlendAlgorithm(blend_algorithm)
         self.embargo_epochs = embargo_epochs
-        self.seed: SeedModule|None = None
-        self.state: SeedState|None = None
+        self.seed: SeedModule | None = None
+        self.state: SeedState | None = None
         self.embargo_left = 0
-        self._forced_alpha: float|None = None
+        self._forced_alpha: float | None = None
 
     @property
     def stage(self) -> SeedStage:
@@ -198,58 +243,80 @@ class SeedSlot(nn.Module):
         return 0.0 if self.state is None else self.state.alpha
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        if self.seed is None or self.stage not in _ACTIVE: return h
-        if self._forced_alpha is not None: return h + self._forced_alpha * self.seed(h)
-        if self.stage == SeedStage.TRAINING: x = h.detach()                 # incubator: isolated input
+        if self.seed is None or self.stage not in _ACTIVE:
+            return h
+        if self._forced_alpha is not None:
+            return h + self._forced_alpha * self.seed(h)
+        if self.stage == SeedStage.TRAINING:
+            x = h.detach()  # incubator: isolated input
         elif self.stage == SeedStage.BLENDING and self.state.alpha < 1.0:  # value h, gradient scaled by alpha
-            hd = h.detach(); x = hd + self.state.alpha * (h - hd)
-        else: x = h
+            hd = h.detach()
+            x = hd + self.state.alpha * (h - hd)
+        else:
+            x = h
         return h + self.seed(x)
 
     def update_alpha_for_step(
         self,
-        step: float, # steps (epochs) spent in BLENDING
+        step: float,  # steps (epochs) spent in BLENDING
     ) -> float:
         "Set alpha from the slot's blend curve; only meaningful in BLENDING."
-        if self.stage != SeedStage.BLENDING: raise ValueError(f"alpha ramps only in BLENDING (slot {self.slot_id} is {self.stage.name})")
+        if self.stage != SeedStage.BLENDING:
+            raise ValueError(f"alpha ramps only in BLENDING (slot {self.slot_id} is {self.stage.name})")
         self.state.alpha = blend_curve(step, self.blend_epochs, self.blend_algorithm)
         return self.state.alpha
 
     @contextlib.contextmanager
     def force_alpha(self, alpha: float):
         "Within the block, the seed's output enters with weight `alpha` (0 = removed); for evaluation only."
-        if not 0.0 <= alpha <= 1.0: raise ValueError(f"alpha must be in [0, 1] (got {alpha})")
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1] (got {alpha})")
         old, self._forced_alpha = self._forced_alpha, float(alpha)
-        try: yield self
-        finally: self._forced_alpha = old
+        try:
+            yield self
+        finally:
+            self._forced_alpha = old
 
-    def plant(self, seed: SeedModule, state: SeedState, blend_algorithm: BlendAlgorithm|str|None=None) -> None:
+    def plant(self, seed: SeedModule, state: SeedState, blend_algorithm: BlendAlgorithm | str | None = None) -> None:
         "Put a freshly built seed in an empty slot (state must be GERMINATED)."
-        if self.stage != SeedStage.DORMANT: raise ValueError(f"slot {self.slot_id} is {self.stage.name}, not DORMANT")
-        if state.stage != SeedStage.GERMINATED: raise ValueError("a planted seed must be GERMINATED")
+        if self.stage != SeedStage.DORMANT:
+            raise ValueError(f"slot {self.slot_id} is {self.stage.name}, not DORMANT")
+        if state.stage != SeedStage.GERMINATED:
+            raise ValueError("a planted seed must be GERMINATED")
         if seed.channels != self.channels or seed.dims != self.dims:
-            raise ValueError(f"seed built for C={seed.channels}, dims={seed.dims}; slot {self.slot_id} has C={self.channels}, dims={self.dims}")
+            raise ValueError(
+                (
+                    f"seed built for C={seed.channels}, dims={seed.dims}; slot {self.slot_id} has "
+                    f"C={self.channels}, dims={self.dims}"
+                )
+            )
         self.seed, self.state = seed, state
-        if blend_algorithm is not None: self.blend_algorithm = BlendAlgorithm(blend_algorithm)
+        if blend_algorithm is not None:
+            self.blend_algorithm = BlendAlgorithm(blend_algorithm)
 
-    def remove_seed(self, epoch: int|None=None) -> SeedState:
+    def remove_seed(self, epoch: int | None = None) -> SeedState:
         "Prune: drop the module, go PRUNED -> EMBARGOED; returns the state (kept until the reset)."
         st = self.state
         if st is None or st.stage not in LIVE_STAGES:
             raise ValueError(f"slot {self.slot_id} has no live seed to prune (stage {self.stage.name})")
-        st.transition(SeedStage.PRUNED, epoch); st.alpha = 0.0
+        st.transition(SeedStage.PRUNED, epoch)
+        st.alpha = 0.0
         self.seed = None
         st.transition(SeedStage.EMBARGOED, epoch)
         self.embargo_left = self.embargo_epochs
         return st
 
-    def tick_embargo(self, epoch: int|None=None) -> bool:
+    def tick_embargo(self, epoch: int | None = None) -> bool:
         "Count one embargo epoch; when it runs out go RESETTING -> DORMANT. True if the slot was reset."
-        if self.stage != SeedStage.EMBARGOED: return False
+        if self.stage != SeedStage.EMBARGOED:
+            return False
         self.embargo_left = max(0, self.embargo_left - 1)
-        if self.embargo_left > 0: return False
-        self.state.transition(SeedStage.RESETTING, epoch); self.state.transition(SeedStage.DORMANT, epoch)
+        if self.embargo_left > 0:
+            return False
+        self.state.transition(SeedStage.RESETTING, epoch)
+        self.state.transition(SeedStage.DORMANT, epoch)
         self.state = None
         return True
 
-    def extra_repr(self) -> str: return f"{self.slot_id!r}, C={self.channels}, stage={self.stage.name}"
+    def extra_repr(self) -> str:
+        return f"{self.slot_id!r}, C={self.channels}, stage={self.stage.name}"

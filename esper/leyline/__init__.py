@@ -10,45 +10,101 @@ __all__ = ['DEFAULT_GAMMA', 'DEFAULT_GAE_LAMBDA', 'DEFAULT_CLIP_RATIO', 'DEFAULT
            'DEFAULT_EMBARGO_EPOCHS', 'BASE_FEATURE_DIM']
 
 # %% ../../nbs/leyline/03_leyline.ipynb #5342cfa0
-from .lifecycle import (SeedStage, VALID_TRANSITIONS, LIVE_STAGES, BLOCKED_STAGES, TERMINAL_STAGES,
-                                     IllegalTransitionError, is_valid_transition, check_transition, is_live,
-                                     transition_table)
-from .actions import (LifecycleOp, BLUEPRINTS, BlendAlgorithm, HEAD_NAMES, FlatAction, flat_to_op,
-                                   op_to_flat, N_FLAT_ACTIONS, factored_head_sizes)
-from .telemetry import (SEED_TELEMETRY_DIM, SeedTelemetry, TelemetryEventType, LIFECYCLE_EVENTS,
-                                     TelemetryEvent)
+from esper.leyline.lifecycle import (
+    SeedStage,
+    VALID_TRANSITIONS,
+    LIVE_STAGES,
+    BLOCKED_STAGES,
+    TERMINAL_STAGES,
+    IllegalTransitionError,
+    is_valid_transition,
+    check_transition,
+    is_live,
+    transition_table,
+)
+from esper.leyline.actions import (
+    LifecycleOp,
+    BLUEPRINTS,
+    BlendAlgorithm,
+    HEAD_NAMES,
+    FlatAction,
+    flat_to_op,
+    op_to_flat,
+    N_FLAT_ACTIONS,
+    factored_head_sizes,
+)
+from esper.leyline.telemetry import (
+    SEED_TELEMETRY_DIM,
+    SeedTelemetry,
+    TelemetryEventType,
+    LIFECYCLE_EVENTS,
+    TelemetryEvent,
+)
 
 # %% ../../nbs/leyline/03_leyline.ipynb #32e67938
-DEFAULT_GAMMA: float = 0.99            # discount factor
-DEFAULT_GAE_LAMBDA: float = 0.95       # GAE bias/variance trade-off
-DEFAULT_CLIP_RATIO: float = 0.2        # PPO surrogate clip
-DEFAULT_LEARNING_RATE: float = 3e-4    # Adam step size
-DEFAULT_ENTROPY_COEF: float = 0.01     # entropy bonus weight when not annealed
-DEFAULT_ENTROPY_COEF_MIN: float = 0.01 # floor of the annealed entropy coefficient
-DEFAULT_VALUE_COEF: float = 0.5        # value-loss weight
-DEFAULT_MAX_GRAD_NORM: float = 0.5     # global gradient-norm clip
-DEFAULT_N_PPO_EPOCHS: int = 10         # passes over the rollout per update
-DEFAULT_BATCH_SIZE: int = 64           # minibatch size
-DEFAULT_TARGET_KL: float = 0.015       # approx-KL early stop
-DEFAULT_HIDDEN_DIM: int = 256          # width of the policy/value MLP
-DEFAULT_LSTM_HIDDEN_DIM: int = 128     # width of the recurrent policy's LSTM
+DEFAULT_GAMMA: float = 0.99  # discount factor
+DEFAULT_GAE_LAMBDA: float = 0.95  # GAE bias/variance trade-off
+DEFAULT_CLIP_RATIO: float = 0.2  # PPO surrogate clip
+DEFAULT_LEARNING_RATE: float = 3e-4  # Adam step size
+DEFAULT_ENTROPY_COEF: float = 0.01  # entropy bonus weight when not annealed
+DEFAULT_ENTROPY_COEF_MIN: float = 0.01  # floor of the annealed entropy coefficient
+DEFAULT_VALUE_COEF: float = 0.5  # value-loss weight
+DEFAULT_MAX_GRAD_NORM: float = 0.5  # global gradient-norm clip
+DEFAULT_N_PPO_EPOCHS: int = 10  # passes over the rollout per update
+DEFAULT_BATCH_SIZE: int = 64  # minibatch size
+DEFAULT_TARGET_KL: float = 0.015  # approx-KL early stop
+DEFAULT_HIDDEN_DIM: int = 256  # width of the policy/value MLP
+DEFAULT_LSTM_HIDDEN_DIM: int = 128  # width of the recurrent policy's LSTM
 
 # %% ../../nbs/leyline/03_leyline.ipynb #691672dd
-DEFAULT_BLEND_EPOCHS: int = 5          # epochs for alpha to ramp 0 -> 1
-DEFAULT_MIN_TRAINING_EPOCHS: int = 3   # epochs in TRAINING before a seed may blend
-DEFAULT_MIN_HOLDING_EPOCHS: int = 1    # epochs in HOLDING before a seed may fossilize
-DEFAULT_EMBARGO_EPOCHS: int = 3        # epochs a pruned slot stays unusable
-BASE_FEATURE_DIM: int = 35             # length of the base observation (obs_to_base_features)
+DEFAULT_BLEND_EPOCHS: int = 5  # epochs for alpha to ramp 0 -> 1
+DEFAULT_MIN_TRAINING_EPOCHS: int = 3  # epochs in TRAINING before a seed may blend
+DEFAULT_MIN_HOLDING_EPOCHS: int = 1  # epochs in HOLDING before a seed may fossilize
+DEFAULT_EMBARGO_EPOCHS: int = 3  # epochs a pruned slot stays unusable
+BASE_FEATURE_DIM: int = 35  # length of the base observation (obs_to_base_features)
 
 # %% ../../nbs/leyline/03_leyline.ipynb #c1374953
 __all__ = [
-    "SeedStage", "VALID_TRANSITIONS", "LIVE_STAGES", "BLOCKED_STAGES", "TERMINAL_STAGES", "IllegalTransitionError",
-    "is_valid_transition", "check_transition", "is_live", "transition_table",
-    "LifecycleOp", "BLUEPRINTS", "BlendAlgorithm", "HEAD_NAMES", "FlatAction", "flat_to_op", "op_to_flat",
-    "N_FLAT_ACTIONS", "factored_head_sizes",
-    "SEED_TELEMETRY_DIM", "SeedTelemetry", "TelemetryEventType", "LIFECYCLE_EVENTS", "TelemetryEvent",
-    "DEFAULT_GAMMA", "DEFAULT_GAE_LAMBDA", "DEFAULT_CLIP_RATIO", "DEFAULT_LEARNING_RATE", "DEFAULT_ENTROPY_COEF",
-    "DEFAULT_ENTROPY_COEF_MIN", "DEFAULT_VALUE_COEF", "DEFAULT_MAX_GRAD_NORM", "DEFAULT_N_PPO_EPOCHS",
-    "DEFAULT_BATCH_SIZE", "DEFAULT_TARGET_KL", "DEFAULT_HIDDEN_DIM", "DEFAULT_LSTM_HIDDEN_DIM",
-    "DEFAULT_BLEND_EPOCHS", "DEFAULT_MIN_TRAINING_EPOCHS", "DEFAULT_MIN_HOLDING_EPOCHS", "DEFAULT_EMBARGO_EPOCHS",
-    "BASE_FEATURE_DIM"]
+    "SeedStage",
+    "VALID_TRANSITIONS",
+    "LIVE_STAGES",
+    "BLOCKED_STAGES",
+    "TERMINAL_STAGES",
+    "IllegalTransitionError",
+    "is_valid_transition",
+    "check_transition",
+    "is_live",
+    "transition_table",
+    "LifecycleOp",
+    "BLUEPRINTS",
+    "BlendAlgorithm",
+    "HEAD_NAMES",
+    "FlatAction",
+    "flat_to_op",
+    "op_to_flat",
+    "N_FLAT_ACTIONS",
+    "factored_head_sizes",
+    "SEED_TELEMETRY_DIM",
+    "SeedTelemetry",
+    "TelemetryEventType",
+    "LIFECYCLE_EVENTS",
+    "TelemetryEvent",
+    "DEFAULT_GAMMA",
+    "DEFAULT_GAE_LAMBDA",
+    "DEFAULT_CLIP_RATIO",
+    "DEFAULT_LEARNING_RATE",
+    "DEFAULT_ENTROPY_COEF",
+    "DEFAULT_ENTROPY_COEF_MIN",
+    "DEFAULT_VALUE_COEF",
+    "DEFAULT_MAX_GRAD_NORM",
+    "DEFAULT_N_PPO_EPOCHS",
+    "DEFAULT_BATCH_SIZE",
+    "DEFAULT_TARGET_KL",
+    "DEFAULT_HIDDEN_DIM",
+    "DEFAULT_LSTM_HIDDEN_DIM",
+    "DEFAULT_BLEND_EPOCHS",
+    "DEFAULT_MIN_TRAINING_EPOCHS",
+    "DEFAULT_MIN_HOLDING_EPOCHS",
+    "DEFAULT_EMBARGO_EPOCHS",
+    "BASE_FEATURE_DIM",
+]

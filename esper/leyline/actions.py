@@ -12,20 +12,25 @@ from enum import Enum, IntEnum
 # %% ../../nbs/leyline/01_actions.ipynb #97d38013
 class LifecycleOp(IntEnum):
     "The lifecycle operation chosen by the `op` head."
-    WAIT = 0       # do nothing this epoch
+
+    WAIT = 0  # do nothing this epoch
     GERMINATE = 1  # create a seed from a blueprint in a dormant slot
-    ADVANCE = 2    # move a live seed to its next stage (through the gates)
-    PRUNE = 3      # remove a live seed; its slot is embargoed
+    ADVANCE = 2  # move a live seed to its next stage (through the gates)
+    PRUNE = 3  # remove a live seed; its slot is embargoed
     FOSSILIZE = 4  # keep a HOLDING seed for good
+
 
 #: Blueprint names, in the order used by the `blueprint` head and the one-hot features (id = index + 1).
 BLUEPRINTS: tuple[str, ...] = ("norm", "conv_small", "conv_heavy", "depthwise", "attention")
 
+
 class BlendAlgorithm(str, Enum):
     "Curve on which a seed's alpha ramps from 0 to 1 while BLENDING."
+
     LINEAR = "linear"
     COSINE = "cosine"
     SIGMOID = "sigmoid"
+
 
 #: Names of the factored policy's heads, in a fixed order used everywhere (masks, logits, logs).
 HEAD_NAMES: tuple[str, ...] = ("slot", "blueprint", "blend", "op")
@@ -33,6 +38,7 @@ HEAD_NAMES: tuple[str, ...] = ("slot", "blueprint", "blend", "op")
 # %% ../../nbs/leyline/01_actions.ipynb #1dceb121
 class FlatAction(IntEnum):
     "Single-head action space: one discrete choice per epoch, acting on the target slot."
+
     WAIT = 0
     GERMINATE_NORM = 1
     GERMINATE_CONV_SMALL = 2
@@ -44,19 +50,25 @@ class FlatAction(IntEnum):
     PRUNE = 8
     CULL = 8  # alias of PRUNE
 
+
 def flat_to_op(
-    action: FlatAction|int, # a flat action
-) -> tuple[LifecycleOp, str|None]:
+    action: FlatAction | int,  # a flat action
+) -> tuple[LifecycleOp, str | None]:
     "Decode a flat action into its lifecycle op and blueprint name (None unless germinating)."
     a = FlatAction(action)
     if FlatAction.GERMINATE_NORM <= a <= FlatAction.GERMINATE_ATTENTION:
         return LifecycleOp.GERMINATE, BLUEPRINTS[a - FlatAction.GERMINATE_NORM]
-    return {FlatAction.WAIT: LifecycleOp.WAIT, FlatAction.ADVANCE: LifecycleOp.ADVANCE,
-            FlatAction.FOSSILIZE: LifecycleOp.FOSSILIZE, FlatAction.PRUNE: LifecycleOp.PRUNE}[a], None
+    return {
+        FlatAction.WAIT: LifecycleOp.WAIT,
+        FlatAction.ADVANCE: LifecycleOp.ADVANCE,
+        FlatAction.FOSSILIZE: LifecycleOp.FOSSILIZE,
+        FlatAction.PRUNE: LifecycleOp.PRUNE,
+    }[a], None
+
 
 def op_to_flat(
-    op: LifecycleOp|int,   # a lifecycle op
-    blueprint: str|None=None, # blueprint name, required for GERMINATE
+    op: LifecycleOp | int,  # a lifecycle op
+    blueprint: str | None = None,  # blueprint name, required for GERMINATE
 ) -> FlatAction:
     "Encode an op (and blueprint) as a flat action; the inverse of `flat_to_op`."
     op = LifecycleOp(op)
@@ -64,16 +76,22 @@ def op_to_flat(
         if blueprint not in BLUEPRINTS:
             raise ValueError(f"blueprint must be one of {BLUEPRINTS} to germinate (got {blueprint!r})")
         return FlatAction(FlatAction.GERMINATE_NORM + BLUEPRINTS.index(blueprint))
-    return {LifecycleOp.WAIT: FlatAction.WAIT, LifecycleOp.ADVANCE: FlatAction.ADVANCE,
-            LifecycleOp.FOSSILIZE: FlatAction.FOSSILIZE, LifecycleOp.PRUNE: FlatAction.PRUNE}[op]
+    return {
+        LifecycleOp.WAIT: FlatAction.WAIT,
+        LifecycleOp.ADVANCE: FlatAction.ADVANCE,
+        LifecycleOp.FOSSILIZE: FlatAction.FOSSILIZE,
+        LifecycleOp.PRUNE: FlatAction.PRUNE,
+    }[op]
+
 
 #: Number of actions in the flat space (aliases excluded).
 N_FLAT_ACTIONS: int = len(FlatAction)
 
 # %% ../../nbs/leyline/01_actions.ipynb #2feb02a5
 def factored_head_sizes(
-    n_slots: int, # number of seed slots in the host
+    n_slots: int,  # number of seed slots in the host
 ) -> dict[str, int]:
     "Size of each factored head, keyed by `HEAD_NAMES`."
-    if n_slots < 1: raise ValueError(f"n_slots must be >= 1 (got {n_slots})")
+    if n_slots < 1:
+        raise ValueError(f"n_slots must be >= 1 (got {n_slots})")
     return dict(zip(HEAD_NAMES, (n_slots, len(BLUEPRINTS), len(BlendAlgorithm), len(LifecycleOp))))

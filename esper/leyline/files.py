@@ -26,9 +26,11 @@ except ImportError:  # pragma: no cover - Windows: the lock falls back to an exc
 class OutputError(OSError):
     "A file or folder Esper cannot write; the message names it and the cause on one line."
 
+
 def _why(e: OSError) -> str:
-    "The operating system's words for `e` (\"No space left on device\"), without the errno prefix."
+    'The operating system\'s words for `e` ("No space left on device"), without the errno prefix.'
     return e.strerror or str(e)
+
 
 def _make_folder(folder: Path) -> None:
     "Create `folder` and its parents; when a parent is a regular file, say which one."
@@ -54,6 +56,7 @@ def current_umask() -> int:
     os.umask(mask)
     return mask
 
+
 def _fsync_folder(folder: Path) -> None:
     "Make a rename in `folder` durable (best effort: not every platform can open a folder)."
     with contextlib.suppress(OSError):
@@ -63,9 +66,10 @@ def _fsync_folder(folder: Path) -> None:
         finally:
             os.close(fd)
 
+
 def atomic_write(
-    path: str|os.PathLike,             # the file to write; its folder is created
-    write: Callable[[IO[bytes]], Any], # writes the whole content to the open binary file it is given
+    path: str | os.PathLike,  # the file to write; its folder is created
+    write: Callable[[IO[bytes]], Any],  # writes the whole content to the open binary file it is given
 ) -> Path:
     "Write `path` all at once (temporary file in the same folder, fsync, rename); `OutputError` naming it on failure."
     path = Path(path)
@@ -91,37 +95,42 @@ def atomic_write(
     return path
 
 # %% ../../nbs/leyline/04_files.ipynb #dd394e41
-def write_bytes_atomic(path: str|os.PathLike, data: bytes|memoryview) -> Path:
+def write_bytes_atomic(path: str | os.PathLike, data: bytes | memoryview) -> Path:
     "Write `data` to `path` atomically."
     return atomic_write(path, lambda f: f.write(data))
 
-def write_text_atomic(path: str|os.PathLike, text: str) -> Path:
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     "Write `text` (UTF-8) to `path` atomically."
     return write_bytes_atomic(path, text.encode("utf-8"))
 
+
 def write_json_atomic(
-    path: str|os.PathLike, # where to write
-    obj: Any,              # anything `json` can encode; other values are written with `str`
-    indent: int|None=2,    # JSON indentation (None: one line)
+    path: str | os.PathLike,  # where to write
+    obj: Any,  # anything `json` can encode; other values are written with `str`
+    indent: int | None = 2,  # JSON indentation (None: one line)
 ) -> Path:
     "Write `obj` as JSON to `path` atomically."
     return write_text_atomic(path, json.dumps(obj, indent=indent, default=str) + "\n")
 
-def save_torch_atomic(path: str|os.PathLike, obj: Any) -> Path:
+
+def save_torch_atomic(path: str | os.PathLike, obj: Any) -> Path:
     "`torch.save(obj)` to `path` atomically; serialised in memory first, so a disk error names the file."
     import torch
+
     buf = io.BytesIO()
     torch.save(obj, buf)
     return write_bytes_atomic(path, buf.getbuffer())
 
-def save_figure_atomic(path: str|os.PathLike, fig: Any, **savefig_kwargs) -> Path:
+
+def save_figure_atomic(path: str | os.PathLike, fig: Any, **savefig_kwargs) -> Path:
     "Save a matplotlib figure to `path` atomically; the format comes from the suffix (PNG without one)."
     buf = io.BytesIO()
     fig.savefig(buf, format=Path(path).suffix.lstrip(".") or "png", **savefig_kwargs)
     return write_bytes_atomic(path, buf.getbuffer())
 
 # %% ../../nbs/leyline/04_files.ipynb #b0735550
-def _folder_problem(folder: Path) -> str|None:
+def _folder_problem(folder: Path) -> str | None:
     "Why `folder` cannot hold new files (None when it can); creates it when missing."
     if folder.exists() and not folder.is_dir():
         return "is a file, not a folder"
@@ -137,9 +146,10 @@ def _folder_problem(folder: Path) -> str|None:
         return f"cannot write in the folder ({_why(e)})"
     return None
 
+
 def check_output_dir(
-    path: str|os.PathLike,      # a folder the run will write into
-    what: str="output folder",  # how the user named it, e.g. "--out"
+    path: str | os.PathLike,  # a folder the run will write into
+    what: str = "output folder",  # how the user named it, e.g. "--out"
 ) -> Path:
     "Create `path` if needed and prove it writable, or raise `OutputError` naming `what` and `path`."
     folder = Path(path).expanduser()
@@ -148,9 +158,10 @@ def check_output_dir(
         raise OutputError(f"{what} {folder}: {problem}")
     return folder
 
+
 def check_output_file(
-    path: str|os.PathLike,     # a file the run will write
-    what: str="output file",   # how the user named it, e.g. "--save"
+    path: str | os.PathLike,  # a file the run will write
+    what: str = "output file",  # how the user named it, e.g. "--save"
 ) -> Path:
     "Check that `path` can be written as a file (not a folder; its folder created and writable)."
     file = Path(path).expanduser()
@@ -162,12 +173,13 @@ def check_output_file(
     return file
 
 # %% ../../nbs/leyline/04_files.ipynb #ab72f7cd
-def _read_pid(path: Path) -> int|None:
+def _read_pid(path: Path) -> int | None:
     "The pid written in a lock file, if it holds one."
     try:
         return int(path.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return None
+
 
 def _pid_alive(pid: int) -> bool:
     "Whether a process with this pid exists (for the lock fallback without `fcntl`)."
@@ -179,19 +191,25 @@ def _pid_alive(pid: int) -> bool:
         return True  # it exists, but belongs to someone else
     return True
 
+
 class RunLock:
     "An exclusive lock on one output for the length of a run (a context manager); a second writer gets `OutputError`."
-    def __init__(self,
-                 path: str|os.PathLike,   # the lock file, e.g. `agent.pt.lock`
-                 what: str|None=None):    # what it protects, for the error (default: the lock file)
-        self.path, self.what = Path(path), what or str(path)
-        self.stale_pid: int|None = None  # the pid of a dead owner whose lock was taken over
-        self._fd: int|None = None
 
-    def _refuse(self, pid: int|None) -> OutputError:
+    def __init__(
+        self,
+        path: str | os.PathLike,  # the lock file, e.g. `agent.pt.lock`
+        what: str | None = None,
+    ):  # what it protects, for the error (default: the lock file)
+        self.path, self.what = Path(path), what or str(path)
+        self.stale_pid: int | None = None  # the pid of a dead owner whose lock was taken over
+        self._fd: int | None = None
+
+    def _refuse(self, pid: int | None) -> OutputError:
         owner = f"pid {pid}" if pid is not None else "another process"
-        return OutputError(f"{self.what} is being written by another Esper run ({owner}; lock file {self.path}); "
-                           f"wait for it to finish or write somewhere else")
+        return OutputError(
+            f"{self.what} is being written by another Esper run ({owner}; lock file {self.path}); "
+            f"wait for it to finish or write somewhere else"
+        )
 
     def _take(self) -> bool:
         "One attempt: True with the lock held (and our pid written), False to try again."
@@ -238,7 +256,7 @@ class RunLock:
         try:
             _make_folder(self.path.parent)
             for _ in range(50):
-                if (self._take() if fcntl is not None else self._take_without_fcntl()):
+                if self._take() if fcntl is not None else self._take_without_fcntl():
                     return self
         except OutputError:
             raise

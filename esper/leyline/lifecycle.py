@@ -12,15 +12,16 @@ from enum import IntEnum
 # %% ../../nbs/leyline/00_lifecycle.ipynb #4f10b885
 class SeedStage(IntEnum):
     "Lifecycle stage of a seed slot; integer values are stable and used as features."
-    DORMANT = 0      # empty slot, ready to germinate
-    GERMINATED = 1   # module created, not yet trained
-    TRAINING = 2     # incubating: reads detached host features, output joins at zero init
-    BLENDING = 3     # alpha ramps 0 -> 1
-    HOLDING = 4      # full weight, waiting for the counterfactual verdict
-    FOSSILIZED = 5   # kept for good; terminal
-    PRUNED = 6       # removed
-    EMBARGOED = 7    # slot unusable for a few epochs after a prune
-    RESETTING = 8    # slot being cleared, about to be dormant again
+
+    DORMANT = 0  # empty slot, ready to germinate
+    GERMINATED = 1  # module created, not yet trained
+    TRAINING = 2  # incubating: reads detached host features, output joins at zero init
+    BLENDING = 3  # alpha ramps 0 -> 1
+    HOLDING = 4  # full weight, waiting for the counterfactual verdict
+    FOSSILIZED = 5  # kept for good; terminal
+    PRUNED = 6  # removed
+    EMBARGOED = 7  # slot unusable for a few epochs after a prune
+    RESETTING = 8  # slot being cleared, about to be dormant again
 
 # %% ../../nbs/leyline/00_lifecycle.ipynb #0238b6ae
 VALID_TRANSITIONS: dict[SeedStage, frozenset[SeedStage]] = {
@@ -46,26 +47,30 @@ TERMINAL_STAGES = frozenset(s for s, nxt in VALID_TRANSITIONS.items() if not nxt
 class IllegalTransitionError(ValueError):
     "Raised when a seed is asked to move between two stages that the lifecycle does not connect."
 
+
 def is_valid_transition(
-    src: SeedStage|int, # stage the seed is in
-    dst: SeedStage|int, # stage it is asked to move to
+    src: SeedStage | int,  # stage the seed is in
+    dst: SeedStage | int,  # stage it is asked to move to
 ) -> bool:
     "True if the lifecycle allows `src -> dst`."
     return SeedStage(dst) in VALID_TRANSITIONS[SeedStage(src)]
 
+
 def check_transition(
-    src: SeedStage|int, # stage the seed is in
-    dst: SeedStage|int, # stage it is asked to move to
+    src: SeedStage | int,  # stage the seed is in
+    dst: SeedStage | int,  # stage it is asked to move to
 ) -> SeedStage:
     "Return `dst` as a `SeedStage` if `src -> dst` is legal, else raise `IllegalTransitionError`."
     src, dst = SeedStage(src), SeedStage(dst)
     if dst not in VALID_TRANSITIONS[src]:
         allowed = ", ".join(s.name for s in sorted(VALID_TRANSITIONS[src])) or "none (terminal stage)"
         raise IllegalTransitionError(
-            f"illegal seed transition {src.name} -> {dst.name}; from {src.name} the lifecycle allows: {allowed}")
+            f"illegal seed transition {src.name} -> {dst.name}; from {src.name} the lifecycle allows: {allowed}"
+        )
     return dst
 
-def is_live(stage: SeedStage|int) -> bool:
+
+def is_live(stage: SeedStage | int) -> bool:
     "True if a seed module exists in this stage and takes part in the forward pass."
     return SeedStage(stage) in LIVE_STAGES
 

@@ -15,22 +15,24 @@ from typing import Any
 #: Length of `SeedTelemetry.to_features()`.
 SEED_TELEMETRY_DIM: int = 10
 
+
 @dataclass(slots=True)
 class SeedTelemetry:
     "Per-seed measurements for one epoch, filled by `SeedState.sync_telemetry` and read as observation features."
-    seed_id: str = ""              # unique id of the seed
-    blueprint_id: str = ""         # blueprint it was germinated from
-    stage: int = 0                 # `SeedStage` value
-    epochs_in_stage: int = 0       # epochs spent in the current stage
-    alpha: float = 0.0             # blend weight in [0, 1]
-    accuracy: float = 0.0          # validation accuracy of the model with the seed, in percent
-    gradient_norm: float = 0.0     # L2 norm of the seed's gradients
-    gradient_health: float = 1.0   # fraction of parameter tensors with neither vanishing nor exploding gradients
-    has_vanishing: bool = False    # some gradient norm below the vanishing threshold
-    has_exploding: bool = False    # some gradient norm above the exploding threshold
-    accuracy_delta: float = 0.0    # change in validation accuracy since the previous epoch, in points
-    epoch: int = 0                 # epoch of the last sync (0 = never synced)
-    max_epochs: int = 0            # episode length, for the progress feature
+
+    seed_id: str = ""  # unique id of the seed
+    blueprint_id: str = ""  # blueprint it was germinated from
+    stage: int = 0  # `SeedStage` value
+    epochs_in_stage: int = 0  # epochs spent in the current stage
+    alpha: float = 0.0  # blend weight in [0, 1]
+    accuracy: float = 0.0  # validation accuracy of the model with the seed, in percent
+    gradient_norm: float = 0.0  # L2 norm of the seed's gradients
+    gradient_health: float = 1.0  # fraction of parameter tensors with neither vanishing nor exploding gradients
+    has_vanishing: bool = False  # some gradient norm below the vanishing threshold
+    has_exploding: bool = False  # some gradient norm above the exploding threshold
+    accuracy_delta: float = 0.0  # change in validation accuracy since the previous epoch, in points
+    epoch: int = 0  # epoch of the last sync (0 = never synced)
+    max_epochs: int = 0  # episode length, for the progress feature
 
     def to_features(self) -> list[float]:
         "The 10 observation features; accuracy (percent) at index 5, gradient norm at index 6."
@@ -51,6 +53,7 @@ class SeedTelemetry:
 # %% ../../nbs/leyline/02_telemetry.ipynb #6c2397b1
 class TelemetryEventType(str, Enum):
     "Kinds of event reported through the telemetry hub."
+
     TRAINING_STARTED = "training_started"
     TRAINING_COMPLETED = "training_completed"
     EPOCH_COMPLETED = "epoch_completed"
@@ -67,21 +70,30 @@ class TelemetryEventType(str, Enum):
     CHECKPOINT_SAVED = "checkpoint_saved"
     CHECKPOINT_LOADED = "checkpoint_loaded"
 
+
 #: Event types that describe a change in a seed's lifecycle.
-LIFECYCLE_EVENTS = frozenset({TelemetryEventType.SEED_GERMINATED, TelemetryEventType.SEED_STAGE_CHANGED,
-                              TelemetryEventType.SEED_FOSSILIZED, TelemetryEventType.SEED_PRUNED})
+LIFECYCLE_EVENTS = frozenset(
+    {
+        TelemetryEventType.SEED_GERMINATED,
+        TelemetryEventType.SEED_STAGE_CHANGED,
+        TelemetryEventType.SEED_FOSSILIZED,
+        TelemetryEventType.SEED_PRUNED,
+    }
+)
+
 
 @dataclass(slots=True)
 class TelemetryEvent:
     "One thing that happened, with where it happened and a flat payload."
-    event_type: TelemetryEventType        # what happened
+
+    event_type: TelemetryEventType  # what happened
     data: dict[str, Any] = field(default_factory=dict)  # payload: metric names to values
-    epoch: int|None = None                 # host epoch, if any
-    env_id: int|None = None                # parallel environment, if any
-    slot_id: str|None = None               # seed slot, if any
-    seed_id: str|None = None               # seed, if any
-    step: int|None = None                  # global step for aligning curves (batch, update or epoch counter)
-    severity: str = "info"                 # "debug", "info", "warning" or "error"
+    epoch: int | None = None  # host epoch, if any
+    env_id: int | None = None  # parallel environment, if any
+    slot_id: str | None = None  # seed slot, if any
+    seed_id: str | None = None  # seed, if any
+    step: int | None = None  # global step for aligning curves (batch, update or epoch counter)
+    severity: str = "info"  # "debug", "info", "warning" or "error"
     timestamp: float = field(default_factory=time.time)  # wall-clock seconds since the epoch
 
     def __post_init__(self):
@@ -91,7 +103,8 @@ class TelemetryEvent:
 
     def to_dict(self) -> dict[str, Any]:
         "A plain dict with the event type as its string value."
-        d = asdict(self); d["event_type"] = self.event_type.value
+        d = asdict(self)
+        d["event_type"] = self.event_type.value
         return d
 
     @classmethod

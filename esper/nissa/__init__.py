@@ -8,13 +8,44 @@ __all__ = []
 # %% ../../nbs/nissa/04_nissa.ipynb #b49a44cd
 from .config import TelemetryLevel, TelemetryConfig, EVENT_LEVELS, event_level
 from .hub import TelemetryHub, TelemetryBackend, REQUIRED_KEYS, check_payload
-from .backends import (ConsoleBackend, JSONLBackend, TensorBoardBackend, make_hub, format_event,
-                                  to_jsonable, event_record)
-from .reading import (load_events, epoch_metrics, lifecycle_spans, plot_training_curves,
-                                 plot_lifecycle_timeline, STAGE_COLORS)
+from esper.nissa.backends import (
+    ConsoleBackend,
+    JSONLBackend,
+    TensorBoardBackend,
+    make_hub,
+    format_event,
+    to_jsonable,
+    event_record,
+)
+from esper.nissa.reading import (
+    load_events,
+    epoch_metrics,
+    lifecycle_spans,
+    plot_training_curves,
+    plot_lifecycle_timeline,
+    STAGE_COLORS,
+)
 
-__all__ = ["TelemetryLevel", "TelemetryConfig", "EVENT_LEVELS", "event_level", "TelemetryHub", "TelemetryBackend",
-           "REQUIRED_KEYS", "check_payload",
-           "ConsoleBackend", "JSONLBackend", "TensorBoardBackend", "make_hub", "format_event", "to_jsonable",
-           "event_record", "load_events", "epoch_metrics", "lifecycle_spans", "plot_training_curves",
-           "plot_lifecycle_timeline", "STAGE_COLORS"]
+__all__ = [
+    "TelemetryLevel",
+    "TelemetryConfig",
+    "EVENT_LEVELS",
+    "event_level",
+    "TelemetryHub",
+    "TelemetryBackend",
+    "REQUIRED_KEYS",
+    "check_payload",
+    "ConsoleBackend",
+    "JSONLBackend",
+    "TensorBoardBackend",
+    "make_hub",
+    "format_event",
+    "to_jsonable",
+    "event_record",
+    "load_events",
+    "epoch_metrics",
+    "lifecycle_spans",
+    "plot_training_curves",
+    "plot_lifecycle_timeline",
+    "STAGE_COLORS",
+]

@@ -25,45 +25,79 @@ from .hub import TelemetryBackend, TelemetryHub
 _PLAIN = (str, int, bool, type(None))
 _NONFINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 
+
 def to_jsonable(v: Any) -> Any:
     "`v` as strict-JSON data: tensors/numpy to numbers or lists, enums to names, non-finite floats to strings."
     t = type(v)
-    if t is float: return v if math.isfinite(v) else ("NaN" if v != v else _NONFINITE[v])
-    if t in _PLAIN: return v
-    if isinstance(v, Enum): return v.name
-    if isinstance(v, dict): return {str(k.name if isinstance(k, Enum) else k): to_jsonable(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple, set, frozenset)): return [to_jsonable(x) for x in v]
+    if t is float:
+        return v if math.isfinite(v) else ("NaN" if v != v else _NONFINITE[v])
+    if t in _PLAIN:
+        return v
+    if isinstance(v, Enum):
+        return v.name
+    if isinstance(v, dict):
+        return {str(k.name if isinstance(k, Enum) else k): to_jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [to_jsonable(x) for x in v]
     if hasattr(v, "tolist") and callable(v.tolist):  # torch.Tensor, numpy arrays and scalars
         if getattr(v, "device", None) is not None and getattr(v, "numel", None) is not None and v.numel() > 4096:
             raise ValueError(f"refusing to serialise a tensor of {v.numel()} elements into telemetry; report a summary")
         return to_jsonable(v.detach().cpu().tolist() if hasattr(v, "detach") else v.tolist())
-    if isinstance(v, float): return to_jsonable(float(v))
-    if isinstance(v, (int, str)): return v
-    if isinstance(v, os.PathLike): return os.fspath(v)
+    if isinstance(v, float):
+        return to_jsonable(float(v))
+    if isinstance(v, (int, str)):
+        return v
+    if isinstance(v, os.PathLike):
+        return os.fspath(v)
     raise TypeError(f"telemetry value of type {t.__name__} is not serialisable: use numbers, strings, lists or dicts")
+
 
 def event_record(event: TelemetryEvent) -> dict[str, Any]:
     "The JSON object written for `event` (the fields of `TelemetryEvent`, event type as its string value)."
-    return {"event_type": event.event_type.value, "epoch": event.epoch, "env_id": event.env_id,
-            "slot_id": event.slot_id, "seed_id": event.seed_id, "step": event.step, "severity": event.severity,
-            "timestamp": event.timestamp, "data": to_jsonable(event.data)}
+    return {
+        "event_type": event.event_type.value,
+        "epoch": event.epoch,
+        "env_id": event.env_id,
+        "slot_id": event.slot_id,
+        "seed_id": event.seed_id,
+        "step": event.step,
+        "severity": event.severity,
+        "timestamp": event.timestamp,
+        "data": to_jsonable(event.data),
+    }
 
 # %% ../../nbs/nissa/02_backends.ipynb #c94fd5c1
-def _f(v: Any, prec: int=4) -> str:
-    if isinstance(v, float): return f"{v:.{prec}g}"
+def _f(v: Any, prec: int = 4) -> str:
+    if isinstance(v, float):
+        return f"{v:.{prec}g}"
     return str(v)
+
 
 def _n(v: Any, spec: str) -> str:
     "`v` formatted with `spec` when it is a number (or a one-element tensor), else as text: a bad payload never breaks a line."
-    try: return format(float(v), spec)
-    except (TypeError, ValueError, RuntimeError): return str(v)
+    try:
+        return format(float(v), spec)
+    except (TypeError, ValueError, RuntimeError):
+        return str(v)
+
 
 def _where(e: TelemetryEvent) -> str:
     parts = ([f"env {e.env_id}"] if e.env_id is not None else []) + ([e.slot_id] if e.slot_id else [])
     return f"[{' '.join(parts)}] " if parts else ""
 
-_STAGE_ABBR = {"GERMINATED": "G", "TRAINING": "T", "BLENDING": "B", "HOLDING": "H", "FOSSILIZED": "F",
-               "PRUNED": "P", "EMBARGOED": "E", "RESETTING": "R", "DORMANT": "D"}
+
+_STAGE_ABBR = {
+    "GERMINATED": "G",
+    "TRAINING": "T",
+    "BLENDING": "B",
+    "HOLDING": "H",
+    "FOSSILIZED": "F",
+    "PRUNED": "P",
+    "EMBARGOED": "E",
+    "RESETTING": "R",
+    "DORMANT": "D",
+}
+
 
 def format_event(e: TelemetryEvent) -> str:
     "One human line for `e`."
@@ -71,40 +105,62 @@ def format_event(e: TelemetryEvent) -> str:
     t = e.event_type
     if t is T.EPOCH_COMPLETED:
         s = f"{_where(e)}epoch {e.epoch if e.epoch is not None else '?':>3}"
-        if "train_loss" in d: s += f" | train loss {_n(d['train_loss'], '.4f')} acc {_n(d.get('train_accuracy', '?'), '5.2f')}%"
-        if "val_loss" in d: s += f" | val loss {_n(d['val_loss'], '.4f')} acc {_n(d.get('val_accuracy', '?'), '5.2f')}%"
+        if "train_loss" in d:
+            s += f" | train loss {_n(d['train_loss'], '.4f')} acc {_n(d.get('train_accuracy', '?'), '5.2f')}%"
+        if "val_loss" in d:
+            s += f" | val loss {_n(d['val_loss'], '.4f')} acc {_n(d.get('val_accuracy', '?'), '5.2f')}%"
         if d.get("seed_counts"):
-            s += " | seeds " + " ".join(f"{_STAGE_ABBR.get(str(k), str(k))}:{n}" for k, n in d["seed_counts"].items() if n)
+            s += " | seeds " + " ".join(
+                f"{_STAGE_ABBR.get(str(k), str(k))}:{n}" for k, n in d["seed_counts"].items() if n
+            )
         return s
     if t is T.PPO_UPDATE:
-        names = [("policy_loss", "policy"), ("value_loss", "value"), ("entropy", "entropy"), ("entropy_coef", "coef"),
-                 ("approx_kl", "kl"), ("clipfrac", "clip"), ("explained_variance", "ev")]
+        names = [
+            ("policy_loss", "policy"),
+            ("value_loss", "value"),
+            ("entropy", "entropy"),
+            ("entropy_coef", "coef"),
+            ("approx_kl", "kl"),
+            ("clipfrac", "clip"),
+            ("explained_variance", "ev"),
+        ]
         body = " ".join(f"{lab} {_f(d[k])}" for k, lab in names if k in d)
         return f"ppo update {e.step if e.step is not None else '?'} | {body}"
     where = f"{_where(e)}" + (f"epoch {e.epoch} " if e.epoch is not None else "")
     seed = f"seed {e.seed_id} " if e.seed_id else "seed "
-    if t is T.SEED_GERMINATED: return f"{where}{seed}germinated ({d.get('blueprint', '?')})"
-    if t is T.SEED_STAGE_CHANGED: return f"{where}{seed}{d.get('from', '?')} -> {d.get('to', '?')}"
+    if t is T.SEED_GERMINATED:
+        return f"{where}{seed}germinated ({d.get('blueprint', '?')})"
+    if t is T.SEED_STAGE_CHANGED:
+        return f"{where}{seed}{d.get('from', '?')} -> {d.get('to', '?')}"
     if t is T.SEED_FOSSILIZED:
         c = f", {_n(d['contribution'], '+.2f')} pts" if "contribution" in d else ""
         return f"{where}{seed}fossilized ({d.get('blueprint', '?')}{c})"
-    if t is T.SEED_PRUNED: return f"{where}{seed}pruned ({d.get('reason', '?')})"
+    if t is T.SEED_PRUNED:
+        return f"{where}{seed}pruned ({d.get('reason', '?')})"
     if t is T.EPISODE_COMPLETED:
-        parts = ([f"episode {d['episode']}"] if "episode" in d else ["episode completed"]) + \
-                ([f"return {_f(d['episode_return'])}"] if "episode_return" in d else []) + \
-                ([f"final acc {_n(d['final_accuracy'], '.2f')}%"] if "final_accuracy" in d else [])
+        parts = (
+            ([f"episode {d['episode']}"] if "episode" in d else ["episode completed"])
+            + ([f"return {_f(d['episode_return'])}"] if "episode_return" in d else [])
+            + ([f"final acc {_n(d['final_accuracy'], '.2f')}%"] if "final_accuracy" in d else [])
+        )
         return _where(e) + " | ".join(parts)
     mark = "!! " if e.severity in ("warning", "error") else ""
     kv = " ".join(f"{k}={_f(v)}" for k, v in d.items())
-    return f"{mark}{_where(e)}{t.value}" + (f" epoch {e.epoch}" if e.epoch is not None else "") + (f" {kv}" if kv else "")
+    return (
+        f"{mark}{_where(e)}{t.value}" + (f" epoch {e.epoch}" if e.epoch is not None else "") + (f" {kv}" if kv else "")
+    )
+
 
 class ConsoleBackend(TelemetryBackend):
     "Concise human-readable lines on a text stream (default: the current `sys.stdout`)."
+
     name = "console"
-    def __init__(self,
-                 stream: TextIO|None=None,          # where lines go (None: `sys.stdout` at emit time)
-                 level: str|TelemetryLevel|None=None, # cap: e.g. "minimal" for a quiet console
-                 ):
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,  # where lines go (None: `sys.stdout` at emit time)
+        level: str | TelemetryLevel | None = None,  # cap: e.g. "minimal" for a quiet console
+    ):
         self.stream = stream
         self.level = None if level is None else TelemetryLevel.parse(level)
 
@@ -117,12 +173,15 @@ class ConsoleBackend(TelemetryBackend):
 # %% ../../nbs/nissa/02_backends.ipynb #e3fd759a
 class JSONLBackend(TelemetryBackend):
     "One strict-JSON object per line; every line reaches the OS in one `write()`, so a killed process loses at most a partial last line."
+
     name = "jsonl"
-    def __init__(self,
-                 path: str|Path,              # file to append to (parent directories are created)
-                 level: str|TelemetryLevel|None=None, # cap on what is written
-                 fsync: bool=False,           # also `os.fsync` after each line (survives power loss; slow)
-                 ):
+
+    def __init__(
+        self,
+        path: str | Path,  # file to append to (parent directories are created)
+        level: str | TelemetryLevel | None = None,  # cap on what is written
+        fsync: bool = False,  # also `os.fsync` after each line (survives power loss; slow)
+    ):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.level = None if level is None else TelemetryLevel.parse(level)
@@ -134,47 +193,70 @@ class JSONLBackend(TelemetryBackend):
         line = json.dumps(event_record(event), allow_nan=False, separators=(",", ":")).encode("utf-8") + b"\n"
         view = memoryview(line)
         while view:  # a raw write may be partial; finish the line before returning
-            view = view[self._f.write(view):]
-        if self.fsync: os.fsync(self._f.fileno())
+            view = view[self._f.write(view) :]
+        if self.fsync:
+            os.fsync(self._f.fileno())
         self.n_lines += 1
 
     def close(self) -> None:
-        if not self._f.closed: self._f.close()
+        if not self._f.closed:
+            self._f.close()
 
 # %% ../../nbs/nissa/02_backends.ipynb #30f1b353
-_GROUPS = {TelemetryEventType.EPOCH_COMPLETED: "epoch", TelemetryEventType.PPO_UPDATE: "ppo",
-           TelemetryEventType.EPISODE_COMPLETED: "episode", TelemetryEventType.BATCH_COMPLETED: "batch"}
-_COUNTED = {TelemetryEventType.SEED_GERMINATED: "germinated", TelemetryEventType.SEED_FOSSILIZED: "fossilized",
-            TelemetryEventType.SEED_PRUNED: "pruned", TelemetryEventType.ANOMALY_DETECTED: "anomalies",
-            TelemetryEventType.GOVERNOR_ROLLBACK: "rollbacks", TelemetryEventType.GOVERNOR_PANIC: "panics"}
+_GROUPS = {
+    TelemetryEventType.EPOCH_COMPLETED: "epoch",
+    TelemetryEventType.PPO_UPDATE: "ppo",
+    TelemetryEventType.EPISODE_COMPLETED: "episode",
+    TelemetryEventType.BATCH_COMPLETED: "batch",
+}
+_COUNTED = {
+    TelemetryEventType.SEED_GERMINATED: "germinated",
+    TelemetryEventType.SEED_FOSSILIZED: "fossilized",
+    TelemetryEventType.SEED_PRUNED: "pruned",
+    TelemetryEventType.ANOMALY_DETECTED: "anomalies",
+    TelemetryEventType.GOVERNOR_ROLLBACK: "rollbacks",
+    TelemetryEventType.GOVERNOR_PANIC: "panics",
+}
 
-def _scalar(v: Any) -> float|None:
-    if type(v) in (float, int): return float(v)
-    if isinstance(v, bool) or isinstance(v, (str, dict, list, tuple)) or v is None: return None
-    if hasattr(v, "numel") and v.numel() == 1: return float(v.detach().cpu().item())
-    if hasattr(v, "item") and getattr(v, "size", 2) == 1: return float(v.item())
+
+def _scalar(v: Any) -> float | None:
+    if type(v) in (float, int):
+        return float(v)
+    if isinstance(v, bool) or isinstance(v, (str, dict, list, tuple)) or v is None:
+        return None
+    if hasattr(v, "numel") and v.numel() == 1:
+        return float(v.detach().cpu().item())
+    if hasattr(v, "item") and getattr(v, "size", 2) == 1:
+        return float(v.item())
     return None
+
 
 class TensorBoardBackend(TelemetryBackend):
     "Scalars through `SummaryWriter`: tags `<group>/<key>[/env<k>]`, `seeds/<STAGE>`, `lifecycle/<kind>` totals."
+
     name = "tensorboard"
-    def __init__(self,
-                 log_dir: str|Path,           # directory for the event files
-                 level: str|TelemetryLevel|None=None, # cap on what is written
-                 flush_secs: int=10,          # how often the writer flushes to disk
-                 ):
+
+    def __init__(
+        self,
+        log_dir: str | Path,  # directory for the event files
+        level: str | TelemetryLevel | None = None,  # cap on what is written
+        flush_secs: int = 10,  # how often the writer flushes to disk
+    ):
         from torch.utils.tensorboard import SummaryWriter  # imported here: a costly import most callers skip
         from tensorboard.compat.proto.summary_pb2 import Summary
+
         self._Summary = Summary
         self.log_dir = Path(log_dir)
         self.level = None if level is None else TelemetryLevel.parse(level)
         self.writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=flush_secs)
-        self._counts: Counter = Counter()             # running totals of lifecycle/anomaly events
+        self._counts: Counter = Counter()  # running totals of lifecycle/anomaly events
         self._auto_step: dict[str, int] = defaultdict(int)  # fallback step per group when an event has none
 
     def _step(self, e: TelemetryEvent, group: str) -> int:
-        if e.step is not None: return int(e.step)
-        if e.epoch is not None: return int(e.epoch)
+        if e.step is not None:
+            return int(e.step)
+        if e.epoch is not None:
+            return int(e.epoch)
         self._auto_step[group] += 1
         return self._auto_step[group]
 
@@ -190,7 +272,8 @@ class TensorBoardBackend(TelemetryBackend):
                     values += [(f"seeds/{stage}{suffix}", float(n)) for stage, n in v.items()]
                     continue
                 x = _scalar(v)
-                if x is not None: values.append((f"{group}/{k}{suffix}", x))
+                if x is not None:
+                    values.append((f"{group}/{k}{suffix}", x))
         elif t in _COUNTED:
             step = self._step(event, "lifecycle")
             self._counts[_COUNTED[t]] += 1
@@ -201,32 +284,38 @@ class TensorBoardBackend(TelemetryBackend):
             summary = self._Summary(value=[self._Summary.Value(tag=tag, simple_value=x) for tag, x in values])
             self.writer._get_file_writer().add_summary(summary, step, event.timestamp)
 
-    def flush(self) -> None: self.writer.flush()
-    def close(self) -> None: self.writer.close()
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        self.writer.close()
 
 # %% ../../nbs/nissa/02_backends.ipynb #69f070b9
 def make_hub(
-    telemetry_dir: str|Path|None=None,   # where `events.jsonl` and `tensorboard/` go (None: console only)
-    level: str|TelemetryLevel|TelemetryConfig="normal", # hub level, or a ready `TelemetryConfig`
-    console: bool=True,                  # print concise lines
-    tensorboard: bool=True,              # write TensorBoard scalars (needs `telemetry_dir`)
-    jsonl: bool=True,                    # write `events.jsonl` (needs `telemetry_dir`)
-    console_level: str|TelemetryLevel|None=None, # cap for the console only (e.g. "minimal")
-    stream: TextIO|None=None,            # console stream (default `sys.stdout`)
+    telemetry_dir: str | Path | None = None,  # where `events.jsonl` and `tensorboard/` go (None: console only)
+    level: str | TelemetryLevel | TelemetryConfig = "normal",  # hub level, or a ready `TelemetryConfig`
+    console: bool = True,  # print concise lines
+    tensorboard: bool = True,  # write TensorBoard scalars (needs `telemetry_dir`)
+    jsonl: bool = True,  # write `events.jsonl` (needs `telemetry_dir`)
+    console_level: str | TelemetryLevel | None = None,  # cap for the console only (e.g. "minimal")
+    stream: TextIO | None = None,  # console stream (default `sys.stdout`)
 ) -> TelemetryHub:
     "A hub with the usual backends; a level of `'off'` gives a hub with no backend at all."
     config = level if isinstance(level, TelemetryConfig) else TelemetryConfig(level)
     hub = TelemetryHub(config)
-    if config.level == TelemetryLevel.OFF: return hub
-    if console: hub.add_backend(ConsoleBackend(stream, level=console_level))
+    if config.level == TelemetryLevel.OFF:
+        return hub
+    if console:
+        hub.add_backend(ConsoleBackend(stream, level=console_level))
     if telemetry_dir is not None:
         root = check_output_dir(telemetry_dir, "telemetry folder")  # now, not in a writer thread later
-        if jsonl: hub.add_backend(JSONLBackend(root/"events.jsonl"))
+        if jsonl:
+            hub.add_backend(JSONLBackend(root / "events.jsonl"))
         if tensorboard:
             try:
                 check_output_dir(root / "tensorboard", "TensorBoard folder")
             except OutputError as e:  # the events still reach events.jsonl: say so once and go on
                 warnings.warn(f"{e}; telemetry goes to events.jsonl only", stacklevel=2)
             else:
-                hub.add_backend(TensorBoardBackend(root/"tensorboard"))
+                hub.add_backend(TensorBoardBackend(root / "tensorboard"))
     return hub

@@ -14,6 +14,7 @@ from ..leyline import TelemetryEvent, TelemetryEventType
 # %% ../../nbs/nissa/00_config.ipynb #388cc445
 class TelemetryLevel(IntEnum):
     "How much telemetry to record; higher records more."
+
     OFF = 0
     MINIMAL = 1
     NORMAL = 2
@@ -22,11 +23,15 @@ class TelemetryLevel(IntEnum):
     @classmethod
     def parse(cls, value: "str|int|TelemetryLevel") -> "TelemetryLevel":
         "A level from a member, its value, or its name in any case (`'debug'`, `'Normal'`)."
-        if isinstance(value, cls): return value
+        if isinstance(value, cls):
+            return value
         if isinstance(value, str):
-            try: return cls[value.strip().upper()]
-            except KeyError: pass
-        elif isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3: return cls(value)
+            try:
+                return cls[value.strip().upper()]
+            except KeyError:
+                pass
+        elif isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 3:
+            return cls(value)
         raise ValueError(f"telemetry level must be one of off, minimal, normal, debug (got {value!r})")
 
 # %% ../../nbs/nissa/00_config.ipynb #6d49223b
@@ -50,19 +55,23 @@ EVENT_LEVELS: dict[TelemetryEventType, TelemetryLevel] = {
     _T.BATCH_COMPLETED: TelemetryLevel.DEBUG,
 }
 
+
 def event_level(event: TelemetryEvent) -> TelemetryLevel:
     "The lowest level at which `event` is recorded (its type's level, moved by its severity)."
-    if event.severity == "debug": return TelemetryLevel.DEBUG
-    if event.severity in ("warning", "error"): return TelemetryLevel.MINIMAL
+    if event.severity == "debug":
+        return TelemetryLevel.DEBUG
+    if event.severity in ("warning", "error"):
+        return TelemetryLevel.MINIMAL
     return EVENT_LEVELS[event.event_type]
 
 # %% ../../nbs/nissa/00_config.ipynb #23d0a6c7
 @dataclass
 class TelemetryConfig:
     "The telemetry level of a run, with anomaly-driven escalation to DEBUG that decays over epochs."
-    level: TelemetryLevel|str|int = TelemetryLevel.NORMAL  # base level (member, value or name)
-    escalation_epochs: int = 5                              # default K of `escalate_for`
-    escalation_level: TelemetryLevel|str|int = TelemetryLevel.DEBUG  # level while escalated
+
+    level: TelemetryLevel | str | int = TelemetryLevel.NORMAL  # base level (member, value or name)
+    escalation_epochs: int = 5  # default K of `escalate_for`
+    escalation_level: TelemetryLevel | str | int = TelemetryLevel.DEBUG  # level while escalated
     _escalated_left: int = field(default=0, init=False, repr=False)  # epoch ends until escalation decays
 
     def __post_init__(self):
@@ -83,7 +92,7 @@ class TelemetryConfig:
         "Whether an escalation is in force."
         return self.effective_level > self.level
 
-    def should_collect(self, level_name: str|TelemetryLevel) -> bool:
+    def should_collect(self, level_name: str | TelemetryLevel) -> bool:
         "Whether data of level `level_name` ('minimal', 'normal' or 'debug', any case) is wanted now."
         lvl = TelemetryLevel.parse(level_name)
         if lvl == TelemetryLevel.OFF:
@@ -94,7 +103,7 @@ class TelemetryConfig:
         "Whether `event` is recorded at the level in force now."
         return event_level(event) <= self.effective_level
 
-    def escalate_for(self, k_epochs: int|None=None) -> None:
+    def escalate_for(self, k_epochs: int | None = None) -> None:
         "Raise the effective level to `escalation_level` for the next `k_epochs` epoch ends (default `escalation_epochs`)."
         k = self.escalation_epochs if k_epochs is None else k_epochs
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
@@ -103,13 +112,18 @@ class TelemetryConfig:
 
     def on_epoch_end(self) -> TelemetryLevel:
         "Count one epoch end towards decaying an escalation; returns the level now in force."
-        if self._escalated_left > 0: self._escalated_left -= 1
+        if self._escalated_left > 0:
+            self._escalated_left -= 1
         return self.effective_level
 
     def state_dict(self) -> dict:
         "Level and escalation state, for checkpoints."
-        return {"level": self.level.name, "escalation_epochs": self.escalation_epochs,
-                "escalation_level": self.escalation_level.name, "escalated_left": self._escalated_left}
+        return {
+            "level": self.level.name,
+            "escalation_epochs": self.escalation_epochs,
+            "escalation_level": self.escalation_level.name,
+            "escalated_left": self._escalated_left,
+        }
 
     def load_state_dict(self, state: dict) -> None:
         "Restore what `state_dict` returned."

@@ -21,10 +21,18 @@ REQUIRED_KEYS: dict[TelemetryEventType, tuple[str, ...]] = {
     _E.SEED_GERMINATED: ("blueprint",),
     _E.SEED_STAGE_CHANGED: ("from", "to"),
     _E.SEED_PRUNED: ("reason",),
-    _E.PPO_UPDATE: ("policy_loss", "value_loss", "entropy", "entropy_coef", "approx_kl", "clipfrac",
-                    "explained_variance"),
+    _E.PPO_UPDATE: (
+        "policy_loss",
+        "value_loss",
+        "entropy",
+        "entropy_coef",
+        "approx_kl",
+        "clipfrac",
+        "explained_variance",
+    ),
 }
 _LIFECYCLE = (_E.SEED_GERMINATED, _E.SEED_STAGE_CHANGED, _E.SEED_FOSSILIZED, _E.SEED_PRUNED)
+
 
 def check_payload(event: TelemetryEvent) -> None:
     "Raise `ValueError` naming what `event` lacks under the payload conventions."
@@ -32,21 +40,30 @@ def check_payload(event: TelemetryEvent) -> None:
     if event.event_type in _LIFECYCLE:
         missing += [f for f in ("env_id", "slot_id") if getattr(event, f) is None]
     if missing:
-        raise ValueError(f"{event.event_type.value} event lacks {', '.join(missing)} (see the payload conventions in esper.nissa.hub)")
+        raise ValueError(
+            (
+                f"{event.event_type.value} event lacks {', '.join(missing)} (see the payload conventions in "
+                f"esper.nissa.hub)"
+            )
+        )
 
 # %% ../../nbs/nissa/01_hub.ipynb #23b5edbe
 log = logging.getLogger("esper.nissa")
 
+
 class TelemetryBackend:
     "Base class of telemetry backends: receives every event the hub accepts and its `level` allows."
+
     name: str = "backend"
-    level: TelemetryLevel|None = None  # cap on what this backend records (None: whatever the hub accepts)
+    level: TelemetryLevel | None = None  # cap on what this backend records (None: whatever the hub accepts)
 
     def emit(self, event: TelemetryEvent) -> None:
         "Record one event."
         raise NotImplementedError
+
     def flush(self) -> None:
         "Push buffered output to its destination."
+
     def close(self) -> None:
         "Flush and release resources; called once by the hub."
         self.flush()
@@ -54,39 +71,48 @@ class TelemetryBackend:
 # %% ../../nbs/nissa/01_hub.ipynb #725174ab
 class TelemetryHub:
     "Fans telemetry events out to backends; filters by level; isolates failing backends."
-    def __init__(self,
-                 config: TelemetryConfig|str|TelemetryLevel|None=None, # config, or a level for a fresh one (default NORMAL)
-                 backends: list|tuple=(),                 # initial backends
-                 escalate_on_anomaly: bool=True,          # ANOMALY_DETECTED escalates `config` to DEBUG
-                 validate: bool=False,                    # `check_payload` every event (for tests and debugging)
-                 ):
+
+    def __init__(
+        self,
+        config: TelemetryConfig
+        | str
+        | TelemetryLevel
+        | None = None,  # config, or a level for a fresh one (default NORMAL)
+        backends: list | tuple = (),  # initial backends
+        escalate_on_anomaly: bool = True,  # ANOMALY_DETECTED escalates `config` to DEBUG
+        validate: bool = False,  # `check_payload` every event (for tests and debugging)
+    ):
         self.config = config if isinstance(config, TelemetryConfig) else TelemetryConfig(config or "normal")
         self.escalate_on_anomaly = escalate_on_anomaly
         self.validate = validate
         self._backends: list = []
-        self.failed_backends: dict[str, str] = {}   # backend name -> repr of the exception that detached it
-        self.n_emitted = 0                          # events delivered to at least one backend
-        self.n_dropped = 0                          # events filtered out by level
+        self.failed_backends: dict[str, str] = {}  # backend name -> repr of the exception that detached it
+        self.n_emitted = 0  # events delivered to at least one backend
+        self.n_dropped = 0  # events filtered out by level
         self._closed = False
         self._lock = threading.Lock()
-        for b in backends: self.add_backend(b)
+        for b in backends:
+            self.add_backend(b)
 
     @property
     def backends(self) -> tuple:
         "The attached (not failed) backends."
         return tuple(self._backends)
 
-    def add_backend(self, backend, level: str|TelemetryLevel|None=None) -> Any:
+    def add_backend(self, backend, level: str | TelemetryLevel | None = None) -> Any:
         "Attach `backend` (optionally capping its level); returns it."
-        if self._closed: raise RuntimeError("TelemetryHub.add_backend: the hub is closed")
+        if self._closed:
+            raise RuntimeError("TelemetryHub.add_backend: the hub is closed")
         for meth in ("emit", "close"):
             if not callable(getattr(backend, meth, None)):
                 raise TypeError(f"telemetry backend {backend!r} has no {meth}() method")
-        if level is not None: backend.level = TelemetryLevel.parse(level)
-        with self._lock: self._backends.append(backend)
+        if level is not None:
+            backend.level = TelemetryLevel.parse(level)
+        with self._lock:
+            self._backends.append(backend)
         return backend
 
-    def should_collect(self, level_name: str|TelemetryLevel) -> bool:
+    def should_collect(self, level_name: str | TelemetryLevel) -> bool:
         "Whether data of this level is wanted now: a backend is attached and the config's level allows it."
         return bool(self._backends) and self.config.should_collect(level_name)
 
@@ -96,13 +122,16 @@ class TelemetryHub:
 
     def emit(self, event: TelemetryEvent) -> None:
         "Deliver `event` to every backend whose level allows it."
-        if self._closed: raise RuntimeError("TelemetryHub.emit: the hub is closed")
+        if self._closed:
+            raise RuntimeError("TelemetryHub.emit: the hub is closed")
         if event.__class__ is not TelemetryEvent and not isinstance(event, TelemetryEvent):
             raise TypeError(f"TelemetryHub.emit takes a TelemetryEvent (got {type(event).__name__})")
-        if self.validate: check_payload(event)
+        if self.validate:
+            check_payload(event)
         if self.escalate_on_anomaly and event.event_type is TelemetryEventType.ANOMALY_DETECTED:
             self.config.escalate_for()
-        if not self._backends: return
+        if not self._backends:
+            return
         lvl = event_level(event)
         with self._lock:
             if lvl > self.config.effective_level:
@@ -111,47 +140,66 @@ class TelemetryHub:
             delivered = False
             for b in tuple(self._backends):
                 cap = b.level
-                if cap is not None and lvl > cap: continue
+                if cap is not None and lvl > cap:
+                    continue
                 try:
-                    b.emit(event); delivered = True
+                    b.emit(event)
+                    delivered = True
                 except Exception as e:  # isolate: logged once with traceback, recorded, detached
                     self._detach(b, e)
-            if delivered: self.n_emitted += 1
+            if delivered:
+                self.n_emitted += 1
 
     def _detach(self, backend, exc: BaseException) -> None:
         name = getattr(backend, "name", type(backend).__name__)
         self.failed_backends[name] = repr(exc)
-        if backend in self._backends: self._backends.remove(backend)
-        log.error("telemetry backend %s failed and was detached; the other backends keep running", name,
-                  exc_info=(type(exc), exc, exc.__traceback__))
-        try: backend.close()
-        except Exception as e2: log.debug("closing failed backend %s also failed: %r", name, e2)
+        if backend in self._backends:
+            self._backends.remove(backend)
+        log.error(
+            "telemetry backend %s failed and was detached; the other backends keep running",
+            name,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
+        try:
+            backend.close()
+        except Exception as e2:
+            log.debug("closing failed backend %s also failed: %r", name, e2)
 
     def flush(self) -> None:
         "Flush every backend (a backend that fails to flush is detached)."
         with self._lock:
             for b in tuple(self._backends):
                 try:
-                    if callable(getattr(b, "flush", None)): b.flush()
-                except Exception as e: self._detach(b, e)
+                    if callable(getattr(b, "flush", None)):
+                        b.flush()
+                except Exception as e:
+                    self._detach(b, e)
 
     def close(self) -> None:
         "Flush and close every backend; idempotent."
-        if self._closed: return
+        if self._closed:
+            return
         self._closed = True
         with self._lock:
             backends, self._backends = self._backends, []
         for b in backends:
-            try: b.close()
+            try:
+                b.close()
             except Exception as e:
                 name = getattr(b, "name", type(b).__name__)
                 self.failed_backends[name] = repr(e)
                 log.error("telemetry backend %s failed to close", name, exc_info=(type(e), e, e.__traceback__))
 
     @property
-    def closed(self) -> bool: return self._closed
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.close()
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
     def __repr__(self):
         names = [getattr(b, "name", type(b).__name__) for b in self._backends]
         return f"TelemetryHub(level={self.config.effective_level.name}, backends={names})"

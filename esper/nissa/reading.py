@@ -19,32 +19,41 @@ from ..leyline import TelemetryEvent, TelemetryEventType, SeedStage
 # %% ../../nbs/nissa/03_reading.ipynb #e88fe1bd
 def _plt():
     import matplotlib.pyplot as plt  # imported on first plot: training processes never pay for matplotlib
+
     return plt
 
 # %% ../../nbs/nissa/03_reading.ipynb #84b6aac2
 log = logging.getLogger("esper.nissa")
 _RESTORE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
+
 def _restore(v: Any) -> Any:
-    if type(v) is str: return _RESTORE.get(v, v)
-    if type(v) is dict: return {k: _restore(x) for k, x in v.items()}
-    if type(v) is list: return [_restore(x) for x in v]
+    if type(v) is str:
+        return _RESTORE.get(v, v)
+    if type(v) is dict:
+        return {k: _restore(x) for k, x in v.items()}
+    if type(v) is list:
+        return [_restore(x) for x in v]
     return v
 
+
 def load_events(
-    path: str|Path,                       # a JSONL file, or a directory holding `events.jsonl`
-    event_types: Iterable[str|TelemetryEventType]|None=None, # keep only these types (None: all)
+    path: str | Path,  # a JSONL file, or a directory holding `events.jsonl`
+    event_types: Iterable[str | TelemetryEventType] | None = None,  # keep only these types (None: all)
 ) -> list[TelemetryEvent]:
     "Events of a JSONL telemetry file, in file order; a partial last line is skipped with a warning."
     p = Path(path)
-    if p.is_dir(): p = p/"events.jsonl"
-    if not p.exists(): raise FileNotFoundError(f"load_events: no telemetry file at {p}")
+    if p.is_dir():
+        p = p / "events.jsonl"
+    if not p.exists():
+        raise FileNotFoundError(f"load_events: no telemetry file at {p}")
     keep = None if event_types is None else {TelemetryEventType(t) for t in event_types}
     raw = p.read_bytes()
     lines = raw.split(b"\n")
     out = []
     for i, line in enumerate(lines):
-        if not line.strip(): continue
+        if not line.strip():
+            continue
         last = i == len(lines) - 1  # only the text after the final newline can be a partial write
         try:
             d = json.loads(line)
@@ -55,108 +64,148 @@ def load_events(
                 log.warning("load_events: skipped a partial last line of %s (%d bytes)", p, len(line))
                 break
             raise ValueError(f"load_events: {p}:{i + 1} is not a telemetry event ({e})") from e
-        if keep is None or ev.event_type in keep: out.append(ev)
+        if keep is None or ev.event_type in keep:
+            out.append(ev)
     return out
 
 # %% ../../nbs/nissa/03_reading.ipynb #bfc7aa68
-def _x(ev: TelemetryEvent, x: str) -> float|None:
-    if x == "step": return ev.step if ev.step is not None else ev.epoch
-    if x == "epoch": return ev.epoch
+def _x(ev: TelemetryEvent, x: str) -> float | None:
+    if x == "step":
+        return ev.step if ev.step is not None else ev.epoch
+    if x == "epoch":
+        return ev.epoch
     raise ValueError(f"x must be 'step' or 'epoch' (got {x!r})")
 
+
 def epoch_metrics(
-    events: Iterable[TelemetryEvent], # events of one run
-    x: str="step",                    # "step" (falls back to epoch) or "epoch"
+    events: Iterable[TelemetryEvent],  # events of one run
+    x: str = "step",  # "step" (falls back to epoch) or "epoch"
 ) -> dict[str, dict[float, list[float]]]:
     "For each numeric `EPOCH_COMPLETED` key: x value -> the values of all envs at that x."
     out: dict = defaultdict(lambda: defaultdict(list))
     for ev in events:
-        if ev.event_type is not TelemetryEventType.EPOCH_COMPLETED: continue
+        if ev.event_type is not TelemetryEventType.EPOCH_COMPLETED:
+            continue
         xv = _x(ev, x)
-        if xv is None: continue
+        if xv is None:
+            continue
         for k, v in ev.data.items():
-            if isinstance(v, (int, float)) and not isinstance(v, bool): out[k][xv].append(float(v))
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[k][xv].append(float(v))
     return out
+
 
 def _series(events, etype, x):
     out: dict = defaultdict(lambda: ([], []))
     for ev in events:
-        if ev.event_type is not etype: continue
+        if ev.event_type is not etype:
+            continue
         xv = _x(ev, x)
         for k, v in ev.data.items():
             if isinstance(v, (int, float)) and not isinstance(v, bool) and xv is not None:
-                out[k][0].append(xv); out[k][1].append(float(v))
+                out[k][0].append(xv)
+                out[k][1].append(float(v))
     return out
+
 
 def _band(ax, per_x: dict, label: str, **kw):
     xs = sorted(per_x)
     mean = [sum(per_x[v]) / len(per_x[v]) for v in xs]
-    line, = ax.plot(xs, mean, label=label, **kw)
+    (line,) = ax.plot(xs, mean, label=label, **kw)
     if any(len(per_x[v]) > 1 for v in xs):
         ax.fill_between(xs, [min(per_x[v]) for v in xs], [max(per_x[v]) for v in xs], alpha=0.2, color=line.get_color())
 
+
 def plot_training_curves(
-    events: Iterable[TelemetryEvent], # events of one run (e.g. from `load_events`)
-    x: str="step",                    # x axis: "step" (falls back to epoch) or "epoch"
-    title: str|None=None,             # figure title
+    events: Iterable[TelemetryEvent],  # events of one run (e.g. from `load_events`)
+    x: str = "step",  # x axis: "step" (falls back to epoch) or "epoch"
+    title: str | None = None,  # figure title
 ) -> "plt.Figure":
     "Loss and accuracy per epoch; with PPO updates also policy/value loss, entropy with its coefficient, explained variance and per-head entropy."
     events = list(events)
     em = epoch_metrics(events, x)
     ppo = _series(events, TelemetryEventType.PPO_UPDATE, x)
-    if not em and not ppo: raise ValueError("plot_training_curves: no EPOCH_COMPLETED or PPO_UPDATE events to plot")
+    if not em and not ppo:
+        raise ValueError("plot_training_curves: no EPOCH_COMPLETED or PPO_UPDATE events to plot")
     plt = _plt()
     ncols = 3 if ppo else 2
     nrows = 2 if ppo else 1
     fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.2 * nrows), squeeze=False)
     ax_loss, ax_acc = axes[0][0], axes[0][1]
     for k, lab in (("train_loss", "train"), ("val_loss", "validation")):
-        if k in em: _band(ax_loss, em[k], lab)
+        if k in em:
+            _band(ax_loss, em[k], lab)
     for k, lab in (("train_accuracy", "train"), ("val_accuracy", "validation")):
-        if k in em: _band(ax_acc, em[k], lab)
-    ax_loss.set(title="loss", xlabel=x); ax_acc.set(title="accuracy (%)", xlabel=x)
+        if k in em:
+            _band(ax_acc, em[k], lab)
+    ax_loss.set(title="loss", xlabel=x)
+    ax_acc.set(title="accuracy (%)", xlabel=x)
     for ax in (ax_loss, ax_acc):
-        if ax.lines: ax.legend()
+        if ax.lines:
+            ax.legend()
     if ppo:
         ax_pl, ax_ent, ax_ev, ax_head = axes[0][2], axes[1][0], axes[1][1], axes[1][2]
         for k in ("policy_loss", "value_loss"):
-            if k in ppo: ax_pl.plot(*ppo[k], marker=".", label=k)
+            if k in ppo:
+                ax_pl.plot(*ppo[k], marker=".", label=k)
         ax_pl.set(title="PPO losses", xlabel=x)
-        if "entropy" in ppo: ax_ent.plot(*ppo["entropy"], marker=".", label="entropy")
+        if "entropy" in ppo:
+            ax_ent.plot(*ppo["entropy"], marker=".", label="entropy")
         if "entropy_coef" in ppo:
-            tw = ax_ent.twinx(); tw.plot(*ppo["entropy_coef"], color="gray", ls="--", label="entropy_coef")
+            tw = ax_ent.twinx()
+            tw.plot(*ppo["entropy_coef"], color="gray", ls="--", label="entropy_coef")
             tw.set_ylabel("entropy_coef")
         ax_ent.set(title="entropy", xlabel=x)
         for k in ("explained_variance", "approx_kl", "clipfrac"):
-            if k in ppo: ax_ev.plot(*ppo[k], marker=".", label=k)
+            if k in ppo:
+                ax_ev.plot(*ppo[k], marker=".", label=k)
         ax_ev.set(title="value and update diagnostics", xlabel=x)
         for k in sorted(ppo):
-            if k.startswith("head_entropy/"): ax_head.plot(*ppo[k], marker=".", label=k.split("/", 1)[1])
+            if k.startswith("head_entropy/"):
+                ax_head.plot(*ppo[k], marker=".", label=k.split("/", 1)[1])
         ax_head.set(title="per-head entropy", xlabel=x)
         for ax in (ax_pl, ax_ent, ax_ev, ax_head):
-            if ax.lines: ax.legend(fontsize=8)
-    if title: fig.suptitle(title)
+            if ax.lines:
+                ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     return fig
 
 # %% ../../nbs/nissa/03_reading.ipynb #f5c0c529
 #: Colour of each stage in timelines.
-STAGE_COLORS = {"GERMINATED": "#c7e9c0", "TRAINING": "#6baed6", "BLENDING": "#fd8d3c", "HOLDING": "#9e9ac8",
-                "FOSSILIZED": "#31a354", "PRUNED": "#de2d26", "EMBARGOED": "#bdbdbd", "RESETTING": "#e5e5e5"}
-_MARKERS = {TelemetryEventType.SEED_GERMINATED: ("germinated", "^", "#238b45"),
-            TelemetryEventType.SEED_FOSSILIZED: ("fossilized", "D", "#08306b"),
-            TelemetryEventType.SEED_PRUNED: ("pruned", "X", "#a50f15")}
-_IMPLIED = {TelemetryEventType.SEED_GERMINATED: "GERMINATED", TelemetryEventType.SEED_FOSSILIZED: "FOSSILIZED",
-            TelemetryEventType.SEED_PRUNED: "PRUNED"}
+STAGE_COLORS = {
+    "GERMINATED": "#c7e9c0",
+    "TRAINING": "#6baed6",
+    "BLENDING": "#fd8d3c",
+    "HOLDING": "#9e9ac8",
+    "FOSSILIZED": "#31a354",
+    "PRUNED": "#de2d26",
+    "EMBARGOED": "#bdbdbd",
+    "RESETTING": "#e5e5e5",
+}
+_MARKERS = {
+    TelemetryEventType.SEED_GERMINATED: ("germinated", "^", "#238b45"),
+    TelemetryEventType.SEED_FOSSILIZED: ("fossilized", "D", "#08306b"),
+    TelemetryEventType.SEED_PRUNED: ("pruned", "X", "#a50f15"),
+}
+_IMPLIED = {
+    TelemetryEventType.SEED_GERMINATED: "GERMINATED",
+    TelemetryEventType.SEED_FOSSILIZED: "FOSSILIZED",
+    TelemetryEventType.SEED_PRUNED: "PRUNED",
+}
+
 
 def _stage_name(v: Any) -> str:
-    if isinstance(v, int) and not isinstance(v, bool): return SeedStage(v).name
+    if isinstance(v, int) and not isinstance(v, bool):
+        return SeedStage(v).name
     return str(v).upper()
 
+
 def lifecycle_spans(
-    events: Iterable[TelemetryEvent], # events of one run
-    x: str="epoch",                   # "epoch" or "step" (falls back to epoch)
-    end: float|None=None,             # where open spans end (default: the largest x of any event)
+    events: Iterable[TelemetryEvent],  # events of one run
+    x: str = "epoch",  # "epoch" or "step" (falls back to epoch)
+    end: float | None = None,  # where open spans end (default: the largest x of any event)
 ) -> tuple[dict[tuple, list[tuple[float, float, str]]], list[tuple[tuple, float, str]]]:
     "Per (env_id, slot_id) row: `(start, stop, stage)` spans; and `(row, x, kind)` markers."
     events = list(events)
@@ -168,46 +217,66 @@ def lifecycle_spans(
     markers = []
     for ev in events:
         t = ev.event_type
-        if t not in _IMPLIED and t is not TelemetryEventType.SEED_STAGE_CHANGED: continue
+        if t not in _IMPLIED and t is not TelemetryEventType.SEED_STAGE_CHANGED:
+            continue
         xv = _x(ev, x)
-        if xv is None: continue
+        if xv is None:
+            continue
         row = (ev.env_id, ev.slot_id)
         stage = _IMPLIED.get(t) or _stage_name(ev.data.get("to"))
-        if t in _MARKERS: markers.append((row, xv, _MARKERS[t][0]))
+        if t in _MARKERS:
+            markers.append((row, xv, _MARKERS[t][0]))
         if row in current:
             start, prev = current[row]
-            if prev == stage: continue  # the same transition reported twice
-            if xv > start: spans[row].append((start, xv, prev))
+            if prev == stage:
+                continue  # the same transition reported twice
+            if xv > start:
+                spans[row].append((start, xv, prev))
         current[row] = (xv, stage)
     for row, (start, stage) in current.items():
-        if end > start: spans[row].append((start, end, stage))
-        elif stage != "DORMANT": spans[row].append((start, start + 0.5, stage))  # entered at the very end
+        if end > start:
+            spans[row].append((start, end, stage))
+        elif stage != "DORMANT":
+            spans[row].append((start, start + 0.5, stage))  # entered at the very end
     spans = {r: [s for s in v if s[2] != "DORMANT"] for r, v in spans.items()}
-    for row, _, _ in markers: spans.setdefault(row, [])
+    for row, _, _ in markers:
+        spans.setdefault(row, [])
     return spans, markers
+
 
 def _row_key(r):
     return (-1 if r[0] is None else r[0], "" if r[1] is None else str(r[1]))
 
+
 def plot_lifecycle_timeline(
-    events: Iterable[TelemetryEvent], # events of one run (lifecycle events are used; others set the end)
-    x: str="epoch",                   # "epoch" or "step"
-    ax: "plt.Axes|None"=None,            # draw here (default: a new figure)
-    title: str|None="seed lifecycle", # axes title
+    events: Iterable[TelemetryEvent],  # events of one run (lifecycle events are used; others set the end)
+    x: str = "epoch",  # "epoch" or "step"
+    ax: "plt.Axes|None" = None,  # draw here (default: a new figure)
+    title: str | None = "seed lifecycle",  # axes title
 ) -> "plt.Figure":
     "One row per env/slot, a coloured span per stage, markers for germinate/fossilize/prune."
     spans, markers = lifecycle_spans(events, x=x)
-    if not spans: raise ValueError("plot_lifecycle_timeline: no seed lifecycle events to plot")
+    if not spans:
+        raise ValueError("plot_lifecycle_timeline: no seed lifecycle events to plot")
     plt = _plt()
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
+
     rows = sorted(spans, key=_row_key)
     idx = {r: i for i, r in enumerate(rows)}
-    if ax is None: _, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.6))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.6))
     for r in rows:
         for start, stop, stage in spans[r]:
-            ax.barh(idx[r], stop - start, left=start, height=0.6, color=STAGE_COLORS.get(stage, "#737373"),
-                    edgecolor="white", linewidth=0.5)
+            ax.barh(
+                idx[r],
+                stop - start,
+                left=start,
+                height=0.6,
+                color=STAGE_COLORS.get(stage, "#737373"),
+                edgecolor="white",
+                linewidth=0.5,
+            )
     by_kind = {name: (m, c) for name, m, c in _MARKERS.values()}
     for r, xv, kind in markers:
         m, c = by_kind[kind]
@@ -216,13 +285,18 @@ def plot_lifecycle_timeline(
     ax.set_yticklabels([("" if r[0] is None else f"env {r[0]} / ") + str(r[1]) for r in rows])
     ax.invert_yaxis()
     lo = min([a for v in spans.values() for a, _, _ in v] + [xv for _, xv, _ in markers])
-    if lo >= 0: ax.set_xlim(left=0)  # the run starts at 0: show how long the slot was empty
+    if lo >= 0:
+        ax.set_xlim(left=0)  # the run starts at 0: show how long the slot was empty
     ax.set_xlabel(x)
     used = {s for v in spans.values() for _, _, s in v}
     handles = [Patch(color=STAGE_COLORS[s], label=s.lower()) for s in STAGE_COLORS if s in used]
-    handles += [Line2D([], [], marker=m, color=c, ls="", label=n) for n, (m, c) in by_kind.items()
-                if any(k == n for _, _, k in markers)]
+    handles += [
+        Line2D([], [], marker=m, color=c, ls="", label=n)
+        for n, (m, c) in by_kind.items()
+        if any(k == n for _, _, k in markers)
+    ]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
-    if title: ax.set_title(title)
+    if title:
+        ax.set_title(title)
     ax.figure.tight_layout()
     return ax.figure

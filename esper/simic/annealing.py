@@ -14,36 +14,42 @@ import torch
 # %% ../../nbs/simic/00_annealing.ipynb #bdf3f687
 MAX_FLOOR_SCALE: float = 3.0  # cap of the adaptive floor's log-ratio
 
+
 def linear_anneal(
-    step: int|float, # PPO updates done so far
-    start: float,    # coefficient at step 0
-    end: float,      # coefficient from `steps` on
-    steps: int,      # length of the ramp; 0 means no ramp (returns `start`)
+    step: int | float,  # PPO updates done so far
+    start: float,  # coefficient at step 0
+    end: float,  # coefficient from `steps` on
+    steps: int,  # length of the ramp; 0 means no ramp (returns `start`)
 ) -> float:
     "Linear interpolation from `start` to `end` over `steps`, clamped afterwards."
-    if steps <= 0 or step <= 0: return start
-    if step >= steps: return end  # exactly `end`, not end plus rounding error
+    if steps <= 0 or step <= 0:
+        return start
+    if step >= steps:
+        return end  # exactly `end`, not end plus rounding error
     return start + (step / steps) * (end - start)
 
+
 def floor_scale(
-    n_valid: int|float, # number of valid actions
-    n_total: int,       # size of the action space
-    cap: float=MAX_FLOOR_SCALE, # largest allowed scale
+    n_valid: int | float,  # number of valid actions
+    n_total: int,  # size of the action space
+    cap: float = MAX_FLOOR_SCALE,  # largest allowed scale
 ) -> float:
     "`log(n_total)/log(n_valid)`, capped; 1 when all or at most one action is valid."
-    if n_valid >= n_total or n_valid <= 1: return 1.0
+    if n_valid >= n_total or n_valid <= 1:
+        return 1.0
     return min(math.log(n_total) / math.log(n_valid), cap)
 
 # %% ../../nbs/simic/00_annealing.ipynb #c77d101b
 @dataclass(slots=True)
 class EntropySchedule:
     "Entropy coefficient as a function of PPO updates done and of the action mask."
-    entropy_coef: float = 0.01              # fixed coefficient when not annealing
-    entropy_coef_start: float|None = None   # start of the ramp (default: `entropy_coef`)
-    entropy_coef_end: float|None = None     # end of the ramp (default: `entropy_coef_min`)
-    entropy_anneal_steps: int = 0           # ramp length in PPO updates; 0 = fixed coefficient
-    entropy_coef_min: float = 0.01          # floor of the annealed coefficient
-    adaptive_entropy_floor: bool = False    # scale the floor by log(n_total)/log(n_valid)
+
+    entropy_coef: float = 0.01  # fixed coefficient when not annealing
+    entropy_coef_start: float | None = None  # start of the ramp (default: `entropy_coef`)
+    entropy_coef_end: float | None = None  # end of the ramp (default: `entropy_coef_min`)
+    entropy_anneal_steps: int = 0  # ramp length in PPO updates; 0 = fixed coefficient
+    entropy_coef_min: float = 0.01  # floor of the annealed coefficient
+    adaptive_entropy_floor: bool = False  # scale the floor by log(n_total)/log(n_valid)
 
     def __post_init__(self):
         for name in ("entropy_coef", "entropy_coef_start", "entropy_coef_end", "entropy_coef_min"):
@@ -70,22 +76,25 @@ class EntropySchedule:
 
     def base(self, step: int) -> float:
         "The schedule before the floor: fixed, or the linear ramp."
-        if not self.annealing: return self.entropy_coef
+        if not self.annealing:
+            return self.entropy_coef
         return linear_anneal(step, self.start, self.end, self.entropy_anneal_steps)
 
-    def floor(self, action_mask: torch.Tensor|None=None) -> float:
+    def floor(self, action_mask: torch.Tensor | None = None) -> float:
         "The floor for one mask: `entropy_coef_min`, scaled when adaptive."
-        if not self.adaptive_entropy_floor or action_mask is None: return self.entropy_coef_min
+        if not self.adaptive_entropy_floor or action_mask is None:
+            return self.entropy_coef_min
         n_valid = float(action_mask.float().sum(-1).reshape(-1)[0])
         return self.entropy_coef_min * floor_scale(n_valid, action_mask.shape[-1])
 
-    def coef(self, step: int, action_mask: torch.Tensor|None=None) -> float:
+    def coef(self, step: int, action_mask: torch.Tensor | None = None) -> float:
         "Coefficient at update `step` for one mask."
         base = self.base(step)
-        if not (self.annealing or self.adaptive_entropy_floor): return base
+        if not (self.annealing or self.adaptive_entropy_floor):
+            return base
         return max(base, self.floor(action_mask))
 
-    def coef_tensor(self, step: int, masks: torch.Tensor|None, batch: int, device) -> torch.Tensor:
+    def coef_tensor(self, step: int, masks: torch.Tensor | None, batch: int, device) -> torch.Tensor:
         "Per-sample coefficient for a batch of masks `[B, n]`; shape `[B]`, no host sync."
         base = self.base(step)
         if not (self.annealing or self.adaptive_entropy_floor):

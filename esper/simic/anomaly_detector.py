@@ -13,19 +13,24 @@ from dataclasses import dataclass, field
 @dataclass(slots=True)
 class AnomalyReport:
     "What the detector found in one update."
+
     has_anomaly: bool = False
-    anomaly_types: list[str] = field(default_factory=list)   # e.g. "ratio_explosion"
-    details: dict[str, str] = field(default_factory=dict)    # type -> human-readable reason
+    anomaly_types: list[str] = field(default_factory=list)  # e.g. "ratio_explosion"
+    details: dict[str, str] = field(default_factory=dict)  # type -> human-readable reason
 
     def add(self, kind: str, detail: str) -> None:
-        self.has_anomaly = True; self.anomaly_types.append(kind); self.details[kind] = detail
+        self.has_anomaly = True
+        self.anomaly_types.append(kind)
+        self.details[kind] = detail
+
 
 @dataclass(slots=True)
 class AnomalyDetector:
     "Threshold checks on PPO update statistics."
-    max_ratio_threshold: float = 5.0        # a ratio above this is an explosion
-    min_ratio_threshold: float = 0.1        # a ratio below this is a collapse
-    min_explained_variance: float = 0.1     # critic explaining less than this is a value collapse
+
+    max_ratio_threshold: float = 5.0  # a ratio above this is an explosion
+    min_ratio_threshold: float = 0.1  # a ratio below this is a collapse
+    min_explained_variance: float = 0.1  # critic explaining less than this is a value collapse
 
     def __post_init__(self):
         if not self.max_ratio_threshold > 1.0:
@@ -35,7 +40,7 @@ class AnomalyDetector:
         if not -1.0 <= self.min_explained_variance <= 1.0:
             raise ValueError(f"min_explained_variance must be in [-1, 1] (got {self.min_explained_variance})")
 
-    def check_ratios(self, ratio_max: float, ratio_min: float, report: AnomalyReport|None=None) -> AnomalyReport:
+    def check_ratios(self, ratio_max: float, ratio_min: float, report: AnomalyReport | None = None) -> AnomalyReport:
         report = report if report is not None else AnomalyReport()
         if ratio_max > self.max_ratio_threshold:
             report.add("ratio_explosion", f"ratio_max={ratio_max:.3g} > {self.max_ratio_threshold}")
@@ -43,24 +48,34 @@ class AnomalyDetector:
             report.add("ratio_collapse", f"ratio_min={ratio_min:.3g} < {self.min_ratio_threshold}")
         return report
 
-    def check_value_function(self, explained_variance: float, report: AnomalyReport|None=None) -> AnomalyReport:
+    def check_value_function(self, explained_variance: float, report: AnomalyReport | None = None) -> AnomalyReport:
         report = report if report is not None else AnomalyReport()
         if explained_variance < self.min_explained_variance:
             report.add("value_collapse", f"explained_variance={explained_variance:.3g} < {self.min_explained_variance}")
         return report
 
-    def check_numerical(self, has_nan: bool, has_inf: bool, report: AnomalyReport|None=None) -> AnomalyReport:
+    def check_numerical(self, has_nan: bool, has_inf: bool, report: AnomalyReport | None = None) -> AnomalyReport:
         report = report if report is not None else AnomalyReport()
         if has_nan or has_inf:
             report.add("numerical_instability", f"has_nan={has_nan}, has_inf={has_inf}")
         return report
 
-    def check_all(self, ratio_max: float, ratio_min: float, explained_variance: float,
-                  has_nan: bool=False, has_inf: bool=False) -> AnomalyReport:
+    def check_all(
+        self,
+        ratio_max: float,
+        ratio_min: float,
+        explained_variance: float,
+        has_nan: bool = False,
+        has_inf: bool = False,
+    ) -> AnomalyReport:
         "Run every check; a NaN statistic counts as numerical instability."
         report = AnomalyReport()
         bad = [v for v in (ratio_max, ratio_min, explained_variance) if not math.isfinite(v)]
-        self.check_numerical(has_nan or any(math.isnan(v) for v in bad), has_inf or any(math.isinf(v) for v in bad), report)
-        if math.isfinite(ratio_max) and math.isfinite(ratio_min): self.check_ratios(ratio_max, ratio_min, report)
-        if math.isfinite(explained_variance): self.check_value_function(explained_variance, report)
+        self.check_numerical(
+            has_nan or any(math.isnan(v) for v in bad), has_inf or any(math.isinf(v) for v in bad), report
+        )
+        if math.isfinite(ratio_max) and math.isfinite(ratio_min):
+            self.check_ratios(ratio_max, ratio_min, report)
+        if math.isfinite(explained_variance):
+            self.check_value_function(explained_variance, report)
         return report

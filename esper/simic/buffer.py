@@ -12,14 +12,14 @@ import torch
 
 # %% ../../nbs/simic/03_buffer.ipynb #1c5b6986
 def compute_gae(
-    rewards: list[float],           # r_t
-    values: list[float],            # V_old(s_t)
-    dones: list[bool],              # the episode ended at t (terminated or truncated)
-    last_value: float,              # V(s_T) for the state after the last step (ignored if it ended)
-    gamma: float=0.99,              # discount
-    gae_lambda: float=0.95,         # GAE lambda
-    truncated: list[bool]|None=None,   # the end at t was a time-limit cut
-    bootstrap_values: list[float]|None=None, # V(s_final) for truncated steps
+    rewards: list[float],  # r_t
+    values: list[float],  # V_old(s_t)
+    dones: list[bool],  # the episode ended at t (terminated or truncated)
+    last_value: float,  # V(s_T) for the state after the last step (ignored if it ended)
+    gamma: float = 0.99,  # discount
+    gae_lambda: float = 0.95,  # GAE lambda
+    truncated: list[bool] | None = None,  # the end at t was a time-limit cut
+    bootstrap_values: list[float] | None = None,  # V(s_final) for truncated steps
 ) -> tuple[torch.Tensor, torch.Tensor]:
     "GAE advantages and returns (float32 tensors of length T)."
     T = len(rewards)
@@ -41,86 +41,146 @@ def compute_gae(
 @dataclass
 class RolloutBuffer:
     "On-policy storage of one environment's rollout, in step order."
+
     states: list = field(default_factory=list)
-    actions: list = field(default_factory=list)       # dict[head, int] per step
+    actions: list = field(default_factory=list)  # dict[head, int] per step
     log_probs: list = field(default_factory=list)
     values: list = field(default_factory=list)
     rewards: list = field(default_factory=list)
     dones: list = field(default_factory=list)
     truncated: list = field(default_factory=list)
     bootstrap_values: list = field(default_factory=list)
-    masks: list = field(default_factory=list)         # dict[head, bool tensor] or None per step
+    masks: list = field(default_factory=list)  # dict[head, bool tensor] or None per step
 
-    def __len__(self) -> int: return len(self.rewards)
+    def __len__(self) -> int:
+        return len(self.rewards)
 
-    def add(self, state: torch.Tensor, action: dict[str, int], log_prob: float, value: float, reward: float,
-            done: bool, mask: dict[str, torch.Tensor]|None=None, truncated: bool=False, bootstrap_value: float=0.0):
+    def add(
+        self,
+        state: torch.Tensor,
+        action: dict[str, int],
+        log_prob: float,
+        value: float,
+        reward: float,
+        done: bool,
+        mask: dict[str, torch.Tensor] | None = None,
+        truncated: bool = False,
+        bootstrap_value: float = 0.0,
+    ):
         "Append one transition."
-        self.states.append(state); self.actions.append(action); self.log_probs.append(float(log_prob))
-        self.values.append(float(value)); self.rewards.append(float(reward)); self.dones.append(bool(done or truncated))
-        self.truncated.append(bool(truncated)); self.bootstrap_values.append(float(bootstrap_value)); self.masks.append(mask)
+        self.states.append(state)
+        self.actions.append(action)
+        self.log_probs.append(float(log_prob))
+        self.values.append(float(value))
+        self.rewards.append(float(reward))
+        self.dones.append(bool(done or truncated))
+        self.truncated.append(bool(truncated))
+        self.bootstrap_values.append(float(bootstrap_value))
+        self.masks.append(mask)
 
     def clear(self):
         "Forget everything (after an update: the data is off-policy now)."
-        for f in ("states", "actions", "log_probs", "values", "rewards", "dones", "truncated", "bootstrap_values", "masks"):
+        for f in (
+            "states",
+            "actions",
+            "log_probs",
+            "values",
+            "rewards",
+            "dones",
+            "truncated",
+            "bootstrap_values",
+            "masks",
+        ):
             getattr(self, f).clear()
 
     def advantages(self, last_value: float, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
         "GAE advantages and returns for the stored steps."
-        return compute_gae(self.rewards, self.values, self.dones, last_value, gamma, gae_lambda,
-                           self.truncated, self.bootstrap_values)
+        return compute_gae(
+            self.rewards, self.values, self.dones, last_value, gamma, gae_lambda, self.truncated, self.bootstrap_values
+        )
 
-    def tensors(self, head_sizes: dict[str, int], device,
-                mask_shapes: dict[str, tuple[int, ...]]|None=None) -> dict:
+    def tensors(
+        self, head_sizes: dict[str, int], device, mask_shapes: dict[str, tuple[int, ...]] | None = None
+    ) -> dict:
         "Stack the rollout: states `[T, D]`, per-head actions `[T]` and masks `[T, *shape]`, old log-probs and values `[T]`."
         shapes = mask_shapes or {k: (n,) for k, n in head_sizes.items()}
         masks = None if all(m is None for m in self.masks) else {}  # no masks stored: the update skips masking
-        for k, shape in (shapes.items() if masks is not None else ()):  # a missing entry allows everything
-            rows = [torch.ones(shape, dtype=torch.bool, device=device) if m is None or k not in m
-                    else m[k].reshape(shape).bool().to(device) for m in self.masks]
+        for k, shape in shapes.items() if masks is not None else ():  # a missing entry allows everything
+            rows = [
+                torch.ones(shape, dtype=torch.bool, device=device)
+                if m is None or k not in m
+                else m[k].reshape(shape).bool().to(device)
+                for m in self.masks
+            ]
             masks[k] = torch.stack(rows)
-        return {"states": torch.stack([torch.as_tensor(s, dtype=torch.float32).reshape(-1) for s in self.states]).to(device),
-                "actions": {k: torch.tensor([a[k] for a in self.actions], dtype=torch.long, device=device) for k in head_sizes},
-                "masks": masks,
-                "log_probs": torch.tensor(self.log_probs, dtype=torch.float32, device=device),
-                "values": torch.tensor(self.values, dtype=torch.float32, device=device)}
+        return {
+            "states": torch.stack([torch.as_tensor(s, dtype=torch.float32).reshape(-1) for s in self.states]).to(
+                device
+            ),
+            "actions": {
+                k: torch.tensor([a[k] for a in self.actions], dtype=torch.long, device=device) for k in head_sizes
+            },
+            "masks": masks,
+            "log_probs": torch.tensor(self.log_probs, dtype=torch.float32, device=device),
+            "values": torch.tensor(self.values, dtype=torch.float32, device=device),
+        }
 
 # %% ../../nbs/simic/03_buffer.ipynb #a2677d7c
 @dataclass
 class MultiEnvRolloutBuffer:
     "One ordered `RolloutBuffer` per environment."
-    envs: dict = field(default_factory=dict)           # env_id -> RolloutBuffer
-    initial_hidden: dict = field(default_factory=dict) # env_id -> (h, c) before its first stored step, or None
 
-    def __len__(self) -> int: return sum(len(b) for b in self.envs.values())
+    envs: dict = field(default_factory=dict)  # env_id -> RolloutBuffer
+    initial_hidden: dict = field(default_factory=dict)  # env_id -> (h, c) before its first stored step, or None
 
-    def add(self, env_id: int=0, hidden=None, **transition):
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.envs.values())
+
+    def add(self, env_id: int = 0, hidden=None, **transition):
         "Append one transition of `env_id`; `hidden` is recorded if it is the env's first step."
         if env_id not in self.envs:
-            self.envs[env_id] = RolloutBuffer(); self.initial_hidden[env_id] = hidden
+            self.envs[env_id] = RolloutBuffer()
+            self.initial_hidden[env_id] = hidden
         self.envs[env_id].add(**transition)
 
     def clear(self):
-        self.envs.clear(); self.initial_hidden.clear()
+        self.envs.clear()
+        self.initial_hidden.clear()
 
-    def advantages(self, last_values: float|dict[int, float], gamma: float, gae_lambda: float):
+    def advantages(self, last_values: float | dict[int, float], gamma: float, gae_lambda: float):
         "GAE per env (`last_values`: one float for all envs, or one per env), concatenated in env order."
-        parts = [b.advantages(last_values.get(e, 0.0) if isinstance(last_values, dict) else last_values, gamma, gae_lambda)
-                 for e, b in self.envs.items()]
+        parts = [
+            b.advantages(last_values.get(e, 0.0) if isinstance(last_values, dict) else last_values, gamma, gae_lambda)
+            for e, b in self.envs.items()
+        ]
         return torch.cat([a for a, _ in parts]), torch.cat([r for _, r in parts])
 
-    def tensors(self, head_sizes: dict[str, int], device,
-                mask_shapes: dict[str, tuple[int, ...]]|None=None) -> dict:
+    def tensors(
+        self, head_sizes: dict[str, int], device, mask_shapes: dict[str, tuple[int, ...]] | None = None
+    ) -> dict:
         "Every env's `RolloutBuffer.tensors`, concatenated in env order."
         shapes = mask_shapes or {k: (n,) for k, n in head_sizes.items()}
         parts = [b.tensors(head_sizes, device, shapes) for b in self.envs.values()]
         cat = lambda key: torch.cat([p[key] for p in parts])
-        return {"states": cat("states"), "log_probs": cat("log_probs"), "values": cat("values"),
-                "actions": {k: torch.cat([p["actions"][k] for p in parts]) for k in head_sizes},
-                "masks": None if all(p["masks"] is None for p in parts) else
-                         {k: torch.cat([p["masks"][k] if p["masks"] is not None else
-                                        torch.ones(len(p["log_probs"]), *shape, dtype=torch.bool, device=device)
-                                        for p in parts]) for k, shape in shapes.items()}}
+        return {
+            "states": cat("states"),
+            "log_probs": cat("log_probs"),
+            "values": cat("values"),
+            "actions": {k: torch.cat([p["actions"][k] for p in parts]) for k in head_sizes},
+            "masks": None
+            if all(p["masks"] is None for p in parts)
+            else {
+                k: torch.cat(
+                    [
+                        p["masks"][k]
+                        if p["masks"] is not None
+                        else torch.ones(len(p["log_probs"]), *shape, dtype=torch.bool, device=device)
+                        for p in parts
+                    ]
+                )
+                for k, shape in shapes.items()
+            },
+        }
 
     def episodes(self) -> list[tuple[int, int, int, bool]]:
         "`(env_id, start, end, continues_from_stored_hidden)` per episode piece; offsets index the concatenation."
@@ -129,6 +189,7 @@ class MultiEnvRolloutBuffer:
             start = 0
             for t, d in enumerate(b.dones):
                 if d or t == len(b) - 1:
-                    out.append((env_id, offset + start, offset + t + 1, start == 0)); start = t + 1
+                    out.append((env_id, offset + start, offset + t + 1, start == 0))
+                    start = t + 1
             offset += len(b)
         return out

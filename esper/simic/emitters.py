@@ -13,49 +13,91 @@ from ..leyline import TelemetryEvent, TelemetryEventType as E
 
 # %% ../../nbs/simic/23_emitters.ipynb #0e93ec89
 def _emit(hub, kind, data, **kw) -> None:
-    if hub is not None: hub.emit(TelemetryEvent(kind, data, **kw))
+    if hub is not None:
+        hub.emit(TelemetryEvent(kind, data, **kw))
+
 
 def emit_training_started(hub: Any, config: dict[str, Any]) -> None:
     "TRAINING_STARTED with the run's configuration (plain scalars)."
-    _emit(hub, E.TRAINING_STARTED, {"mode": "ppo", **{k: v for k, v in config.items() if isinstance(v, (int, float, str, bool, type(None)))}})
+    _emit(
+        hub,
+        E.TRAINING_STARTED,
+        {"mode": "ppo", **{k: v for k, v in config.items() if isinstance(v, (int, float, str, bool, type(None)))}},
+    )
 
-def emit_episode_completed(hub: Any, env_id: int, episode: int, episode_return: float, result: Any,
-                           reward_sums: dict[str, float], step: int) -> None:
+
+def emit_episode_completed(
+    hub: Any, env_id: int, episode: int, episode_return: float, result: Any, reward_sums: dict[str, float], step: int
+) -> None:
     "EPISODE_COMPLETED: return, final accuracy, parameters added and the reward split by term."
-    data = {"episode": episode, "episode_return": episode_return, "final_accuracy": result.final_accuracy,
-            "params_added": result.params_added, "rollbacks": result.rollbacks,
-            **{f"reward/{k}": v for k, v in reward_sums.items() if k != "total"}}
+    data = {
+        "episode": episode,
+        "episode_return": episode_return,
+        "final_accuracy": result.final_accuracy,
+        "params_added": result.params_added,
+        "rollbacks": result.rollbacks,
+        **{f"reward/{k}": v for k, v in reward_sums.items() if k != "total"},
+    }
     _emit(hub, E.EPISODE_COMPLETED, data, env_id=env_id, step=step, epoch=result.epochs)
+
 
 def emit_ppo_update(hub: Any, metrics: dict[str, Any], step: int) -> None:
     "PPO_UPDATE with losses, KL, clip fraction, explained variance, entropy coefficient and per-head entropy."
     _emit(hub, E.PPO_UPDATE, {k: v for k, v in metrics.items() if k != "anomalies"}, step=step)
 
+
 def emit_anomalies(hub: Any, metrics: dict[str, Any], step: int) -> None:
     "One ANOMALY_DETECTED (warning) per anomaly the agent's detector reported for an update, and one for skipped steps."
     skipped = metrics.get("skipped_steps", 0)
     kinds = list(metrics.get("anomalies", []))
-    if skipped and "skipped_steps" not in kinds: kinds.append("skipped_steps")  # the agent lists it; others may not
+    if skipped and "skipped_steps" not in kinds:
+        kinds.append("skipped_steps")  # the agent lists it; others may not
     for kind in kinds:
         detail = f"PPO update {step}"
-        if kind == "skipped_steps": detail += f" skipped {skipped} optimizer step(s) on a non-finite loss or gradient"
-        _emit(hub, E.ANOMALY_DETECTED, {"anomaly": kind, "detail": detail,
-                                        "explained_variance": metrics.get("explained_variance"),
-                                        "ratio_max": metrics.get("ratio_max"), "ratio_min": metrics.get("ratio_min"),
-                                        **({"skipped_steps": skipped} if kind == "skipped_steps" else {})},
-              step=step, severity="warning")
+        if kind == "skipped_steps":
+            detail += f" skipped {skipped} optimizer step(s) on a non-finite loss or gradient"
+        _emit(
+            hub,
+            E.ANOMALY_DETECTED,
+            {
+                "anomaly": kind,
+                "detail": detail,
+                "explained_variance": metrics.get("explained_variance"),
+                "ratio_max": metrics.get("ratio_max"),
+                "ratio_min": metrics.get("ratio_min"),
+                **({"skipped_steps": skipped} if kind == "skipped_steps" else {}),
+            },
+            step=step,
+            severity="warning",
+        )
+
 
 def emit_batch_completed(hub: Any, record: dict[str, Any], step: int) -> None:
     "BATCH_COMPLETED (debug level) with the batch's history record."
-    _emit(hub, E.BATCH_COMPLETED, {k: v for k, v in record.items() if not isinstance(v, (list, dict))}, step=step, severity="debug")
+    _emit(
+        hub,
+        E.BATCH_COMPLETED,
+        {k: v for k, v in record.items() if not isinstance(v, (list, dict))},
+        step=step,
+        severity="debug",
+    )
 
-def emit_checkpoint(hub: Any, path: str, step: int, loaded: bool=False) -> None:
+
+def emit_checkpoint(hub: Any, path: str, step: int, loaded: bool = False) -> None:
     "CHECKPOINT_SAVED or CHECKPOINT_LOADED."
     _emit(hub, E.CHECKPOINT_LOADED if loaded else E.CHECKPOINT_SAVED, {"path": str(path)}, step=step)
+
 
 def emit_training_completed(hub: Any, history: list[dict[str, Any]], seconds: float) -> None:
     "TRAINING_COMPLETED with the last batch's accuracies."
     last = history[-1] if history else {}
-    _emit(hub, E.TRAINING_COMPLETED, {"final_val_accuracy": last.get("avg_accuracy"),
-                                      "best_val_accuracy": max((h["avg_accuracy"] for h in history), default=None),
-                                      "seconds": seconds}, epoch=None)
+    _emit(
+        hub,
+        E.TRAINING_COMPLETED,
+        {
+            "final_val_accuracy": last.get("avg_accuracy"),
+            "best_val_accuracy": max((h["avg_accuracy"] for h in history), default=None),
+            "seconds": seconds,
+        },
+        epoch=None,
+    )

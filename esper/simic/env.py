@@ -12,8 +12,16 @@ from typing import Any
 
 import torch
 
-from ..leyline import (BASE_FEATURE_DIM, SEED_TELEMETRY_DIM, BLUEPRINTS, BlendAlgorithm, LifecycleOp,
-                           N_FLAT_ACTIONS, flat_to_op, factored_head_sizes)
+from esper.leyline import (
+    BASE_FEATURE_DIM,
+    SEED_TELEMETRY_DIM,
+    BLUEPRINTS,
+    BlendAlgorithm,
+    LifecycleOp,
+    N_FLAT_ACTIONS,
+    flat_to_op,
+    factored_head_sizes,
+)
 from ..tamiyo.features import obs_to_base_features, compute_action_mask
 from ..tamiyo.signals import TamiyoAction
 from .rewards import RewardConfig, compute_reward
@@ -23,19 +31,23 @@ from .seed_management import resolve_target_slot, fossilized_contribution
 # %% ../../nbs/simic/21_env.ipynb #bbac16dd
 def state_dim(n_slots: int) -> int:
     "Length of the policy's input for a host with `n_slots` slots: 35 base + 10 per slot."
-    if n_slots < 1: raise ValueError(f"n_slots must be >= 1 (got {n_slots})")
+    if n_slots < 1:
+        raise ValueError(f"n_slots must be >= 1 (got {n_slots})")
     return BASE_FEATURE_DIM + SEED_TELEMETRY_DIM * n_slots
 
-def action_dim(n_slots: int, factored: bool) -> int|dict[str, int]:
+
+def action_dim(n_slots: int, factored: bool) -> int | dict[str, int]:
     "`PPOAgent` action_dim: 9 flat actions, or the factored head sizes."
     return factored_head_sizes(n_slots) if factored else N_FLAT_ACTIONS
 
+
 def obs_to_state(
-    obs: dict[str, Any], # observation from `Episode.observation()`
+    obs: dict[str, Any],  # observation from `Episode.observation()`
 ) -> torch.Tensor:
     "Raw state vector `[35 + 10 * n_slots]` (float32, CPU): base features then each slot's telemetry."
     feats = obs_to_base_features(obs, obs["max_epochs"])
-    for s in obs["slots"].values(): feats.extend(float(x) for x in s["telemetry"])
+    for s in obs["slots"].values():
+        feats.extend(float(x) for x in s["telemetry"])
     return torch.tensor(feats, dtype=torch.float32)
 
 # %% ../../nbs/simic/21_env.ipynb #de5687a5
@@ -43,20 +55,23 @@ def slot_stages(obs: dict[str, Any]) -> list[int]:
     "Stage of every slot, in slot order."
     return [int(s["stage"]) for s in obs["slots"].values()]
 
+
 def action_masks(
-    obs: dict[str, Any], # observation
-    factored: bool,      # per-head masks instead of one flat mask
-) -> torch.Tensor|dict[str, torch.Tensor]:
+    obs: dict[str, Any],  # observation
+    factored: bool,  # per-head masks instead of one flat mask
+) -> torch.Tensor | dict[str, torch.Tensor]:
     "What the lifecycle allows now and its gates would let through, with no pruning on probation (flat: target slot)."
     gates = [bool(s.get("gate_open", True)) for s in obs["slots"].values()]
     young = [bool(s.get("probation", False)) for s in obs["slots"].values()]
-    return compute_action_mask(slot_stages(obs), factored=factored, target_slot=resolve_target_slot(obs),
-                               gates_open=gates, probation=young)
+    return compute_action_mask(
+        slot_stages(obs), factored=factored, target_slot=resolve_target_slot(obs), gates_open=gates, probation=young
+    )
+
 
 def decode_action(
-    action: int|dict[str, int], # a flat index, or head indices keyed by HEAD_NAMES
-    obs: dict[str, Any],        # the observation it was chosen on
-    factored: bool,             # which action space
+    action: int | dict[str, int],  # a flat index, or head indices keyed by HEAD_NAMES
+    obs: dict[str, Any],  # the observation it was chosen on
+    factored: bool,  # which action space
 ) -> TamiyoAction:
     "The `TamiyoAction` a policy output stands for."
     slots = list(obs["slots"])
@@ -66,7 +81,8 @@ def decode_action(
     else:
         op = LifecycleOp(int(action["op"]))
         slot, bp = slots[int(action["slot"])], BLUEPRINTS[int(action["blueprint"])]
-    if op == LifecycleOp.WAIT: return TamiyoAction.wait("policy")
+    if op == LifecycleOp.WAIT:
+        return TamiyoAction.wait("policy")
     if op == LifecycleOp.GERMINATE:
         blend = list(BlendAlgorithm)[int(action["blend"])] if factored else None
         return TamiyoAction(op, slot, bp, blend, reason="policy")
@@ -74,19 +90,30 @@ def decode_action(
 
 # %% ../../nbs/simic/21_env.ipynb #e95309a1
 def step_reward(
-    episode: Any,                  # an `Episode` after at least two epochs
-    config: RewardConfig|None=None,# reward weights
-    rollback_penalty: float=0.1,   # charged when the governor rolled back during the epoch
+    episode: Any,  # an `Episode` after at least two epochs
+    config: RewardConfig | None = None,  # reward weights
+    rollback_penalty: float = 0.1,  # charged when the governor rolled back during the epoch
 ) -> dict[str, float]:
     "Reward terms of the step that produced the episode's last epoch record (`total` is their sum)."
-    if rollback_penalty < 0: raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
-    if len(episode.history) < 2: raise ValueError("step_reward needs an episode with at least two epochs")
+    if rollback_penalty < 0:
+        raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
+    if len(episode.history) < 2:
+        raise ValueError("step_reward needs an episode with at least two epochs")
     prev, rec, m = episode.history[-2], episode.history[-1], episode.model
     host_params = sum(p.numel() for p in m.get_host_parameters())
-    terms = dict(compute_reward(prev["val_accuracy"], rec["val_accuracy"], rec["params_added"], host_params,
-                                prev_params_added=prev["params_added"],
-                                fossilized_contribution=fossilized_contribution(prev["stages"], rec["stages"], m),
-                                done=rec["done"], action_success=rec["action_success"], config=config or RewardConfig()))
+    terms = dict(
+        compute_reward(
+            prev["val_accuracy"],
+            rec["val_accuracy"],
+            rec["params_added"],
+            host_params,
+            prev_params_added=prev["params_added"],
+            fossilized_contribution=fossilized_contribution(prev["stages"], rec["stages"], m),
+            done=rec["done"],
+            action_success=rec["action_success"],
+            config=config or RewardConfig(),
+        )
+    )
     terms["rollback"] = -rollback_penalty if rec["rollback"] is not None else 0.0
     terms["total"] += terms["rollback"]
     return terms
@@ -95,16 +122,20 @@ def step_reward(
 @dataclass(slots=True)
 class Decision:
     "One env's decision: the normalised state acted on, the policy output and its decoding."
-    state: torch.Tensor            # normalised state the policy saw (on the policy device)
-    action: int|dict[str, int]     # policy output
+
+    state: torch.Tensor  # normalised state the policy saw (on the policy device)
+    action: int | dict[str, int]  # policy output
     log_prob: float
     value: float
-    mask: torch.Tensor|dict[str, torch.Tensor]
+    mask: torch.Tensor | dict[str, torch.Tensor]
     tamiyo_action: TamiyoAction
 
+
 def _stack_masks(masks: list, factored: bool):
-    if not factored: return torch.stack(masks)
+    if not factored:
+        return torch.stack(masks)
     return {k: torch.stack([m[k] for m in masks]) for k in masks[0]}
+
 
 def _feature_name(obs: dict[str, Any], j: int) -> str:
     "What state feature `j` of `obs` is: a base feature or one slot's telemetry."
@@ -113,10 +144,11 @@ def _feature_name(obs: dict[str, Any], j: int) -> str:
     slot, k = divmod(j - BASE_FEATURE_DIM, SEED_TELEMETRY_DIM)
     return f"{list(obs['slots'])[slot]} telemetry {k}"
 
+
 def check_states(
-    raw: torch.Tensor,                  # raw states `[B, D]`, one row per observation
-    observations: list[dict[str, Any]], # the observations they were built from
-    env_ids: list[int]|None=None,       # the env of each row (default: its index)
+    raw: torch.Tensor,  # raw states `[B, D]`, one row per observation
+    observations: list[dict[str, Any]],  # the observations they were built from
+    env_ids: list[int] | None = None,  # the env of each row (default: its index)
 ) -> None:
     "Raise a `ValueError` naming every env whose state has a NaN or Inf, with its epoch and the features."
     finite = torch.isfinite(raw)
@@ -127,36 +159,44 @@ def check_states(
     for i in (~finite.all(1)).nonzero().flatten().tolist():
         bad = (~finite[i]).nonzero().flatten().tolist()
         names = ", ".join(_feature_name(observations[i], j) for j in bad)
-        msgs.append(f"environment {ids[i]} returned a non-finite observation at epoch {observations[i]['epoch']}: "
-                    f"state features {bad} ({names}) are {raw[i, bad].tolist()}")
+        msgs.append(
+            f"environment {ids[i]} returned a non-finite observation at epoch {observations[i]['epoch']}: "
+            f"state features {bad} ({names}) are {raw[i, bad].tolist()}"
+        )
     raise ValueError("; ".join(msgs))
 
+
 def normalize_states(
-    agent: Any,                         # a PPOAgent: its device and `obs_normalizer`
-    observations: list[dict[str, Any]], # one observation per env
-    update: bool,                       # fold the raw states into the normaliser before normalising
-    env_ids: list[int]|None=None,       # their env ids, for the non-finite error (default: row index)
+    agent: Any,  # a PPOAgent: its device and `obs_normalizer`
+    observations: list[dict[str, Any]],  # one observation per env
+    update: bool,  # fold the raw states into the normaliser before normalising
+    env_ids: list[int] | None = None,  # their env ids, for the non-finite error (default: row index)
 ) -> torch.Tensor:
     "Raw states of `observations` on the agent's device, folded into and normalised by `agent.obs_normalizer`."
     raw = torch.stack([obs_to_state(o) for o in observations])
     check_states(raw, observations, env_ids)  # on the CPU, before the normaliser or the policy sees them
     raw = raw.to(agent.device)
     norm = agent.obs_normalizer
-    if norm is None: return raw
-    if update: norm.update(raw)
+    if norm is None:
+        return raw
+    if update:
+        norm.update(raw)
     return norm.normalize(raw)
 
+
 def act(
-    agent: Any,                        # a PPOAgent (flat or factored, optionally recurrent)
-    observations: list[dict[str, Any]],# one observation per env
-    env_ids: list[int],                # their env ids (recurrent hidden states are per env)
-    deterministic: bool=False,         # argmax instead of sampling
-    update_normalizer: bool=True,      # fold these observations into the running statistics
+    agent: Any,  # a PPOAgent (flat or factored, optionally recurrent)
+    observations: list[dict[str, Any]],  # one observation per env
+    env_ids: list[int],  # their env ids (recurrent hidden states are per env)
+    deterministic: bool = False,  # argmax instead of sampling
+    update_normalizer: bool = True,  # fold these observations into the running statistics
 ) -> list[Decision]:
     "Batched decisions for several envs in one forward pass."
     states = normalize_states(agent, observations, update_normalizer, env_ids)
     masks = [action_masks(o, agent.factored) for o in observations]
-    actions, log_probs, values = agent.get_action_batch(states, _stack_masks(masks, agent.factored), deterministic, env_ids)
+    actions, log_probs, values = agent.get_action_batch(
+        states, _stack_masks(masks, agent.factored), deterministic, env_ids
+    )
     lp, v = log_probs.tolist(), values.tolist()
     out = []
     for i, o in enumerate(observations):
@@ -167,32 +207,40 @@ def act(
 # %% ../../nbs/simic/21_env.ipynb #09004b93
 class PPOController:
     "A `PPOAgent` behind the Tamiyo `Controller` protocol (greedy by default, normaliser frozen)."
-    def __init__(self,
-                 agent: Any,                 # a trained PPOAgent (its obs_normalizer is used as is)
-                 deterministic: bool=True,   # argmax actions; False samples
-                 env_id: int=0):             # recurrent hidden-state key
+
+    def __init__(
+        self,
+        agent: Any,  # a trained PPOAgent (its obs_normalizer is used as is)
+        deterministic: bool = True,  # argmax actions; False samples
+        env_id: int = 0,
+    ):  # recurrent hidden-state key
         self.agent, self.deterministic, self.env_id = agent, deterministic, env_id
         self.decisions: list[Decision] = []
 
     def reset(self) -> None:
         "New episode: forget the recurrent hidden state and the decision log."
-        self.agent.reset_hidden(self.env_id); self.decisions = []
+        self.agent.reset_hidden(self.env_id)
+        self.decisions = []
 
-    def decide(self, obs: dict[str, Any], model: Any=None) -> TamiyoAction:
+    def decide(self, obs: dict[str, Any], model: Any = None) -> TamiyoAction:
         "The agent's action for one observation."
         n = len(obs["slots"])
         if state_dim(n) != self.agent.state_dim:
-            raise ValueError(f"the agent was trained for state_dim={self.agent.state_dim}, but this host has {n} slots "
-                             f"(state_dim={state_dim(n)}); use the same host preset and slots as in training")
+            raise ValueError(
+                f"the agent was trained for state_dim={self.agent.state_dim}, but this host has {n} slots "
+                f"(state_dim={state_dim(n)}); use the same host preset and slots as in training"
+            )
         d = act(self.agent, [obs], [self.env_id], self.deterministic, update_normalizer=False)[0]
         self.decisions.append(d)
         return d.tamiyo_action
 
+
 def load_ppo_controller(
-    path: str,                    # checkpoint from `train_ppo_vectorized`/`train_ppo` or `PPOAgent.save`
-    device: str|torch.device="cpu", # where the policy runs
-    deterministic: bool=True,     # argmax actions
+    path: str,  # checkpoint from `train_ppo_vectorized`/`train_ppo` or `PPOAgent.save`
+    device: str | torch.device = "cpu",  # where the policy runs
+    deterministic: bool = True,  # argmax actions
 ) -> PPOController:
     "A `PPOController` restored from a checkpoint."
     from esper.simic.ppo import PPOAgent
+
     return PPOController(PPOAgent.from_checkpoint(path, device=device), deterministic)

@@ -6,6 +6,11 @@
 __all__ = []
 
 # %% ../../nbs/simic/11_features.ipynb #61aed03b
-from ..tamiyo.features import (safe, obs_to_base_features, obs_to_base_features_tensor, compute_action_mask,
-                                   ops_allowed)
+from esper.tamiyo.features import (
+    safe,
+    obs_to_base_features,
+    obs_to_base_features_tensor,
+    compute_action_mask,
+    ops_allowed,
+)
 from ..leyline import BASE_FEATURE_DIM

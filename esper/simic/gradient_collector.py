@@ -6,8 +6,18 @@
 __all__ = []
 
 # %% ../../nbs/simic/01_gradient_collector.ipynb #7ddee216
-from ..tolaria.gradients import (SeedGradientStats, SeedGradientCollector, materialize_grad_stats,
-                                     collect_seed_gradients, collect_seed_gradients_async)
+from esper.tolaria.gradients import (
+    SeedGradientStats,
+    SeedGradientCollector,
+    materialize_grad_stats,
+    collect_seed_gradients,
+    collect_seed_gradients_async,
+)
 
-__all__ = ["SeedGradientStats", "SeedGradientCollector", "materialize_grad_stats", "collect_seed_gradients",
-           "collect_seed_gradients_async"]
+__all__ = [
+    "SeedGradientStats",
+    "SeedGradientCollector",
+    "materialize_grad_stats",
+    "collect_seed_gradients",
+    "collect_seed_gradients_async",
+]

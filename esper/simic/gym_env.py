@@ -27,28 +27,39 @@ def _flat_mask(masks: dict[str, torch.Tensor]) -> np.ndarray:
     "Per-head masks concatenated in `HEAD_NAMES` order (the `MultiDiscrete` mask format of sb3-contrib)."
     return np.concatenate([masks[h].cpu().numpy() for h in HEAD_NAMES]).astype(bool)
 
+
 def _is_legal(masks: dict[str, torch.Tensor], heads: dict[str, int]) -> bool:
     "Whether the lifecycle allows this head combination: the op in that slot, and the blueprint and blend values."
-    if heads["op"] == LifecycleOp.WAIT: return True
-    return bool(masks["op|slot"][heads["slot"], heads["op"]] and masks["blueprint"][heads["blueprint"]]
-                and masks["blend"][heads["blend"]])
+    if heads["op"] == LifecycleOp.WAIT:
+        return True
+    return bool(
+        masks["op|slot"][heads["slot"], heads["op"]]
+        and masks["blueprint"][heads["blueprint"]]
+        and masks["blend"][heads["blend"]]
+    )
 
 # %% ../../nbs/simic/28_gym_env.ipynb #c98b3609
 class GrowthEnv(gymnasium.Env):
     "One host-training run as a gymnasium episode: one step = one epoch, the action = the factored Tamiyo action."
+
     metadata = {"render_modes": []}
 
-    def __init__(self,
-                 task: str="mnist1d",                      # task name for `get_task` (unused with `task_factory`)
-                 episode_config: EpisodeConfig|None=None,  # how each run trains (default `EpisodeConfig()`)
-                 reward_config: RewardConfig|None=None,    # reward weights (default `RewardConfig()`)
-                 rollback_penalty: float=0.1,              # charged when the governor rolled back during the epoch
-                 task_factory: Callable[[int], Any]|None=None, # seed -> Task (default: `get_task` with that shuffle)
-                 device: str|torch.device="cpu"):          # where the host trains
+    def __init__(
+        self,
+        task: str = "mnist1d",  # task name for `get_task` (unused with `task_factory`)
+        episode_config: EpisodeConfig | None = None,  # how each run trains (default `EpisodeConfig()`)
+        reward_config: RewardConfig | None = None,  # reward weights (default `RewardConfig()`)
+        rollback_penalty: float = 0.1,  # charged when the governor rolled back during the epoch
+        task_factory: Callable[[int], Any] | None = None,  # seed -> Task (default: `get_task` with that shuffle)
+        device: str | torch.device = "cpu",
+    ):  # where the host trains
         self.cfg = episode_config or EpisodeConfig()
         if self.cfg.max_epochs < 2:
-            raise ValueError(f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {self.cfg.max_epochs})")
-        if rollback_penalty < 0: raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
+            raise ValueError(
+                f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {self.cfg.max_epochs})"
+            )
+        if rollback_penalty < 0:
+            raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
         self.reward_config, self.rollback_penalty, self.device = reward_config, rollback_penalty, device
         self.task_factory = task_factory or partial(task_with_shuffle, task)  # module-level: envs pickle
         with torch.random.fork_rng(devices=[]):  # building a throwaway host must not move the global torch RNG
@@ -56,11 +67,11 @@ class GrowthEnv(gymnasium.Env):
         sizes = action_dim(self.n_slots, factored=True)
         self.action_space = spaces.MultiDiscrete([sizes[h] for h in HEAD_NAMES])
         self.observation_space = spaces.Box(-np.inf, np.inf, (state_dim(self.n_slots),), np.float32)
-        self.episode: Episode|None = None
-        self.run_seed: int|None = None
-        self._obs: dict[str, Any]|None = None
+        self.episode: Episode | None = None
+        self.run_seed: int | None = None
+        self._obs: dict[str, Any] | None = None
 
-    def reset(self, *, seed: int|None=None, options: dict|None=None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         "Start a new run and train its first epoch; `seed` picks the data shuffle and the host init."
         super().reset(seed=seed)
         self.run_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
@@ -72,18 +83,26 @@ class GrowthEnv(gymnasium.Env):
     def step(self, action) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         "Apply `action` (one value per head), train one epoch; returns (obs, reward, terminated, truncated, info)."
         ep = self.episode
-        if ep is None: raise RuntimeError("call reset() before step()")
-        if ep.done: raise RuntimeError("the run is over: call reset()")
+        if ep is None:
+            raise RuntimeError("call reset() before step()")
+        if ep.done:
+            raise RuntimeError("the run is over: call reset()")
         a = np.asarray(action)
-        if not self.action_space.contains(a): raise ValueError(f"action {action!r} is not in {self.action_space}")
+        if not self.action_space.contains(a):
+            raise ValueError(f"action {action!r} is not in {self.action_space}")
         heads = dict(zip(HEAD_NAMES, (int(x) for x in a)))
         legal = _is_legal(action_masks(self._obs, factored=True), heads)
         todo = decode_action(heads, self._obs, factored=True) if legal else TamiyoAction.wait("illegal action")
         self._obs, rec = ep.step(todo)
         terms = step_reward(ep, self.reward_config, self.rollback_penalty)
         info = {f"reward/{k}": float(v) for k, v in terms.items()}
-        info |= {"action_legal": legal, "op": todo.op.name, "action_success": bool(rec["action_success"]),
-                 "epoch": ep.epoch, "action_mask": self.action_masks()}
+        info |= {
+            "action_legal": legal,
+            "op": todo.op.name,
+            "action_success": bool(rec["action_success"]),
+            "epoch": ep.epoch,
+            "action_mask": self.action_masks(),
+        }
         if ep.done:
             res = ep.result()
             info |= {"final_accuracy": res.final_accuracy, "params_added": res.params_added}
@@ -91,11 +110,13 @@ class GrowthEnv(gymnasium.Env):
 
     def action_masks(self) -> np.ndarray:
         "Flat bool mask for the current state: per-head masks (union over legal combinations) in `HEAD_NAMES` order."
-        if self._obs is None: raise RuntimeError("call reset() before action_masks()")
+        if self._obs is None:
+            raise RuntimeError("call reset() before action_masks()")
         return _flat_mask(action_masks(self._obs, factored=True))
 
     def _state(self) -> np.ndarray:
         return obs_to_state(self._obs).numpy()
+
 
 if "esper/Growth-v0" not in gymnasium.registry:
     gymnasium.register(id="esper/Growth-v0", entry_point="esper.simic.gym_env:GrowthEnv")

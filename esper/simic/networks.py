@@ -19,63 +19,76 @@ from ..leyline import HEAD_NAMES
 # %% ../../nbs/simic/02_networks.ipynb #f615f4ce
 FLAT_HEAD: str = "action"  # name of the single head of a flat policy
 
-def apply_mask(logits: torch.Tensor, mask: torch.Tensor|None) -> torch.Tensor:
+
+def apply_mask(logits: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     "Logits with masked positions set to the most negative finite value."
-    if mask is None: return logits
+    if mask is None:
+        return logits
     return logits.masked_fill(~mask.bool(), torch.finfo(logits.dtype).min)
+
 
 def conditional_key(child: str, parent: str) -> str:
     "Mask key of `child`'s mask given `parent`'s action, e.g. `'op|slot'`."
     return f"{child}|{parent}"
 
+
 def mask_shapes_of(head_sizes: dict[str, int]) -> dict[str, tuple[int, ...]]:
     "Shape of every mask entry of an action space: one per head, plus `op|slot` for the factored space."
     shapes = {k: (n,) for k, n in head_sizes.items()}
-    if FLAT_HEAD not in head_sizes: shapes[conditional_key("op", "slot")] = (head_sizes["slot"], head_sizes["op"])
+    if FLAT_HEAD not in head_sizes:
+        shapes[conditional_key("op", "slot")] = (head_sizes["slot"], head_sizes["op"])
     return shapes
 
+
 def head_mask(
-    name: str,                                  # the head being sampled or evaluated
-    masks: dict[str, torch.Tensor]|None,        # per-head `[..., n]` and conditional `[..., n_parent, n]` masks
-    actions: dict[str, torch.Tensor],           # actions of the heads chosen so far
-) -> torch.Tensor|None:
+    name: str,  # the head being sampled or evaluated
+    masks: dict[str, torch.Tensor] | None,  # per-head `[..., n]` and conditional `[..., n_parent, n]` masks
+    actions: dict[str, torch.Tensor],  # actions of the heads chosen so far
+) -> torch.Tensor | None:
     "The mask that applies to head `name`: its own, narrowed by any conditional mask given an already chosen head."
-    if masks is None: return None
+    if masks is None:
+        return None
     m = masks.get(name)
     for key, cm in masks.items():
         child, sep, parent = key.partition("|")
-        if not sep or child != name: continue
+        if not sep or child != name:
+            continue
         idx = actions[parent].long()
         row = torch.gather(cm.bool(), -2, idx[..., None, None].expand(*idx.shape, 1, cm.shape[-1])).squeeze(-2)
         m = row if m is None else (m.bool() & row)
     return m
 
-def check_masks(masks: dict[str, torch.Tensor]|None) -> None:
+
+def check_masks(masks: dict[str, torch.Tensor] | None) -> None:
     "Raise if some row of some head's mask allows no action (one host sync)."
-    if not masks: return
+    if not masks:
+        return
     for name, m in masks.items():
         if m is not None and not bool(m.bool().any(-1).all()):
             raise ValueError(f"action mask for head {name!r} has a row with no valid action")
 
+
 def sample_heads(
-    logits: dict[str, torch.Tensor],            # per-head logits `[..., n]`
-    masks: dict[str, torch.Tensor]|None=None,   # per-head boolean masks `[..., n]`
-    deterministic: bool=False,                  # argmax instead of sampling
+    logits: dict[str, torch.Tensor],  # per-head logits `[..., n]`
+    masks: dict[str, torch.Tensor] | None = None,  # per-head boolean masks `[..., n]`
+    deterministic: bool = False,  # argmax instead of sampling
 ) -> dict[str, torch.Tensor]:
     "One action index per head (masked actions have probability 0)."
     out = {}
     for name, lg in logits.items():  # in HEAD_NAMES order: a conditional mask's parent is chosen first
         lg = apply_mask(lg, head_mask(name, masks, out))
-        if deterministic: out[name] = lg.argmax(-1)
+        if deterministic:
+            out[name] = lg.argmax(-1)
         else:
             flat = lg.reshape(-1, lg.shape[-1])
             out[name] = torch.multinomial(F.softmax(flat.float(), -1), 1).reshape(lg.shape[:-1])
     return out
 
+
 def evaluate_heads(
-    logits: dict[str, torch.Tensor],            # per-head logits `[..., n]`
-    actions: dict[str, torch.Tensor],           # per-head action indices `[...]`
-    masks: dict[str, torch.Tensor]|None=None,   # per-head boolean masks `[..., n]`
+    logits: dict[str, torch.Tensor],  # per-head logits `[..., n]`
+    actions: dict[str, torch.Tensor],  # per-head action indices `[...]`
+    masks: dict[str, torch.Tensor] | None = None,  # per-head boolean masks `[..., n]`
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     "Joint log-probability (sum over heads) and per-head entropy of `actions`."
     log_prob, entropies = 0, {}
@@ -89,24 +102,30 @@ def evaluate_heads(
     return log_prob, entropies
 
 # %% ../../nbs/simic/02_networks.ipynb #2a1607bc
-def layer_init(layer: nn.Linear, gain: float=math.sqrt(2)) -> nn.Linear:
+def layer_init(layer: nn.Linear, gain: float = math.sqrt(2)) -> nn.Linear:
     "Orthogonal weights with `gain`, zero bias."
-    nn.init.orthogonal_(layer.weight, gain); nn.init.zeros_(layer.bias)
+    nn.init.orthogonal_(layer.weight, gain)
+    nn.init.zeros_(layer.bias)
     return layer
 
-def head_sizes_of(action_dim: int|dict[str, int]) -> dict[str, int]:
+
+def head_sizes_of(action_dim: int | dict[str, int]) -> dict[str, int]:
     "Normalise an action space: an int is one flat head, a dict must be keyed by `HEAD_NAMES`."
     if isinstance(action_dim, dict):
         if set(action_dim) != set(HEAD_NAMES):
             raise ValueError(f"factored action_dim must be keyed by HEAD_NAMES={HEAD_NAMES} (got {tuple(action_dim)})")
         sizes = {k: int(action_dim[k]) for k in HEAD_NAMES}
-    else: sizes = {FLAT_HEAD: int(action_dim)}
+    else:
+        sizes = {FLAT_HEAD: int(action_dim)}
     for k, n in sizes.items():
-        if n < 1: raise ValueError(f"action_dim[{k!r}] must be >= 1 (got {n})")
+        if n < 1:
+            raise ValueError(f"action_dim[{k!r}] must be >= 1 (got {n})")
     return sizes
+
 
 class PolicyHeads(nn.Module):
     "Actor: a hidden layer, then one linear head per action head."
+
     def __init__(self, in_dim: int, head_sizes: dict[str, int], hidden_dim: int):
         super().__init__()
         self.trunk = nn.Sequential(layer_init(nn.Linear(in_dim, hidden_dim)), nn.Tanh())
@@ -116,58 +135,77 @@ class PolicyHeads(nn.Module):
         h = self.trunk(x)
         return {k: head(h) for k, head in self.heads.items()}
 
+
 def value_head(in_dim: int, hidden_dim: int) -> nn.Sequential:
     "Critic: a hidden layer, then one output with gain 1."
-    return nn.Sequential(layer_init(nn.Linear(in_dim, hidden_dim)), nn.Tanh(), layer_init(nn.Linear(hidden_dim, 1), gain=1.0))
+    return nn.Sequential(
+        layer_init(nn.Linear(in_dim, hidden_dim)), nn.Tanh(), layer_init(nn.Linear(hidden_dim, 1), gain=1.0)
+    )
 
 # %% ../../nbs/simic/02_networks.ipynb #c93bcd9c
 class ActorCritic(nn.Module):
     "Flat (single-head) actor-critic; also the base of the factored one."
-    def __init__(self,
-                 state_dim: int,            # observation length
-                 action_dim: int|dict[str, int]=9, # number of actions, or head sizes keyed by HEAD_NAMES
-                 hidden_dim: int=256,       # width of the shared encoder
-                ):
+
+    def __init__(
+        self,
+        state_dim: int,  # observation length
+        action_dim: int | dict[str, int] = 9,  # number of actions, or head sizes keyed by HEAD_NAMES
+        hidden_dim: int = 256,  # width of the shared encoder
+    ):
         super().__init__()
         self.state_dim, self.hidden_dim = state_dim, hidden_dim
         self.head_sizes = head_sizes_of(action_dim)
-        self.shared = nn.Sequential(layer_init(nn.Linear(state_dim, hidden_dim)), nn.Tanh(),
-                                    layer_init(nn.Linear(hidden_dim, hidden_dim)), nn.Tanh())
+        self.shared = nn.Sequential(
+            layer_init(nn.Linear(state_dim, hidden_dim)),
+            nn.Tanh(),
+            layer_init(nn.Linear(hidden_dim, hidden_dim)),
+            nn.Tanh(),
+        )
         self.actor = PolicyHeads(hidden_dim, self.head_sizes, max(hidden_dim // 2, 1))
         self.critic = value_head(hidden_dim, max(hidden_dim // 2, 1))
 
     @property
-    def factored(self) -> bool: return FLAT_HEAD not in self.head_sizes
+    def factored(self) -> bool:
+        return FLAT_HEAD not in self.head_sizes
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         "Parameters split into `actor`, `shared` and `critic`."
-        return {"actor": list(self.actor.parameters()), "shared": list(self.shared.parameters()),
-                "critic": list(self.critic.parameters())}
+        return {
+            "actor": list(self.actor.parameters()),
+            "shared": list(self.shared.parameters()),
+            "critic": list(self.critic.parameters()),
+        }
 
     def forward(self, states: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         h = self.shared(states)
         return self.actor(h), self.critic(h).squeeze(-1)
 
+
 class FactoredActorCritic(ActorCritic):
     "Actor-critic with one masked head per name in `HEAD_NAMES`."
-    def __init__(self,
-                 state_dim: int,             # observation length
-                 head_sizes: dict[str, int], # size of each head, keyed by HEAD_NAMES
-                 hidden_dim: int=256,        # width of the shared encoder
-                ):
-        if not isinstance(head_sizes, dict): raise ValueError("head_sizes must be a dict keyed by HEAD_NAMES")
+
+    def __init__(
+        self,
+        state_dim: int,  # observation length
+        head_sizes: dict[str, int],  # size of each head, keyed by HEAD_NAMES
+        hidden_dim: int = 256,  # width of the shared encoder
+    ):
+        if not isinstance(head_sizes, dict):
+            raise ValueError("head_sizes must be a dict keyed by HEAD_NAMES")
         super().__init__(state_dim, head_sizes, hidden_dim)
 
 # %% ../../nbs/simic/02_networks.ipynb #d9565583
 class RecurrentActorCritic(nn.Module):
     "LSTM actor-critic with LayerNorm on the LSTM output; flat or factored heads."
-    def __init__(self,
-                 state_dim: int,                    # observation length
-                 action_dim: int|dict[str, int]=9,  # number of actions, or head sizes keyed by HEAD_NAMES
-                 hidden_dim: int=256,               # width of the encoder
-                 lstm_hidden_dim: int=128,          # width of the LSTM
-                 num_lstm_layers: int=1,            # stacked LSTM layers
-                ):
+
+    def __init__(
+        self,
+        state_dim: int,  # observation length
+        action_dim: int | dict[str, int] = 9,  # number of actions, or head sizes keyed by HEAD_NAMES
+        hidden_dim: int = 256,  # width of the encoder
+        lstm_hidden_dim: int = 128,  # width of the LSTM
+        num_lstm_layers: int = 1,  # stacked LSTM layers
+    ):
         super().__init__()
         self.state_dim, self.hidden_dim, self.lstm_hidden_dim = state_dim, hidden_dim, lstm_hidden_dim
         self.num_lstm_layers = num_lstm_layers
@@ -175,29 +213,33 @@ class RecurrentActorCritic(nn.Module):
         self.encoder = nn.Sequential(layer_init(nn.Linear(state_dim, hidden_dim)), nn.Tanh())
         self.lstm = nn.LSTM(hidden_dim, lstm_hidden_dim, num_layers=num_lstm_layers, batch_first=True)
         for name, p in self.lstm.named_parameters():
-            if "weight" in name: nn.init.orthogonal_(p)
+            if "weight" in name:
+                nn.init.orthogonal_(p)
             else:
-                nn.init.zeros_(p); p.data[lstm_hidden_dim:2 * lstm_hidden_dim] = 1.0  # forget gate
+                nn.init.zeros_(p)
+                p.data[lstm_hidden_dim : 2 * lstm_hidden_dim] = 1.0  # forget gate
         self.lstm_ln = nn.LayerNorm(lstm_hidden_dim)
         self.actor = PolicyHeads(lstm_hidden_dim, self.head_sizes, max(lstm_hidden_dim // 2, 1))
         self.critic = value_head(lstm_hidden_dim, max(lstm_hidden_dim // 2, 1))
 
     @property
-    def factored(self) -> bool: return FLAT_HEAD not in self.head_sizes
+    def factored(self) -> bool:
+        return FLAT_HEAD not in self.head_sizes
 
     def parameter_groups(self) -> dict[str, list[nn.Parameter]]:
         "Parameters split into `actor`, `shared` (encoder, LSTM, LayerNorm) and `critic`."
         shared = [*self.encoder.parameters(), *self.lstm.parameters(), *self.lstm_ln.parameters()]
         return {"actor": list(self.actor.parameters()), "shared": shared, "critic": list(self.critic.parameters())}
 
-    def initial_hidden(self, batch: int=1, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def initial_hidden(self, batch: int = 1, device=None) -> tuple[torch.Tensor, torch.Tensor]:
         "Zero `(h, c)` for `batch` sequences."
         z = torch.zeros(self.num_lstm_layers, batch, self.lstm_hidden_dim, device=device)
         return z, z.clone()
 
-    def forward(self, states: torch.Tensor, hidden: tuple[torch.Tensor, torch.Tensor]|None=None):
+    def forward(self, states: torch.Tensor, hidden: tuple[torch.Tensor, torch.Tensor] | None = None):
         "`states` `[B, T, D]` -> (logits `[B, T, n]` per head, values `[B, T]`, new hidden)."
-        if hidden is None: hidden = self.initial_hidden(states.shape[0], states.device)
+        if hidden is None:
+            hidden = self.initial_hidden(states.shape[0], states.device)
         out, hidden = self.lstm(self.encoder(states), hidden)
         out = self.lstm_ln(out)
         return self.actor(out), self.critic(out).squeeze(-1), hidden

@@ -13,11 +13,13 @@ import torch
 # %% ../../nbs/simic/05_normalizers.ipynb #5f682d69
 class RunningMeanStd:
     "Running mean and variance of a stream of feature vectors."
-    def __init__(self,
-                 shape: tuple[int, ...]=(),  # shape of one observation
-                 epsilon: float=1e-4,        # initial pseudo-count (avoids dividing by zero)
-                 device: str|torch.device="cpu", # where the statistics live
-                ):
+
+    def __init__(
+        self,
+        shape: tuple[int, ...] = (),  # shape of one observation
+        epsilon: float = 1e-4,  # initial pseudo-count (avoids dividing by zero)
+        device: str | torch.device = "cpu",  # where the statistics live
+    ):
         self._device = torch.device(device)
         self.shape = tuple(shape)
         self.mean = torch.zeros(self.shape, dtype=torch.float32, device=self._device)
@@ -41,13 +43,14 @@ class RunningMeanStd:
         m2 = self.var * self.count.float() + b_var * b_count + delta.pow(2) * (self.count * b_count / total).float()
         self.mean, self.var, self.count = new_mean, m2 / total.float(), total
 
-    def normalize(self, x: torch.Tensor, clip: float=10.0) -> torch.Tensor:
+    def normalize(self, x: torch.Tensor, clip: float = 10.0) -> torch.Tensor:
         "`(x - mean) / sqrt(var + 1e-8)`, clipped to `[-clip, clip]`."
         x = torch.as_tensor(x, dtype=torch.float32, device=self._device)
         return ((x - self.mean) / torch.sqrt(self.var + 1e-8)).clamp(-clip, clip)
 
     @property
-    def device(self) -> torch.device: return self._device
+    def device(self) -> torch.device:
+        return self._device
 
     def to(self, device) -> "RunningMeanStd":
         "Move the statistics to `device` (in place; returns self)."
@@ -57,14 +60,19 @@ class RunningMeanStd:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         "Statistics for a checkpoint (copies)."
-        return {"mean": self.mean.clone(), "var": self.var.clone(), "count": self.count.clone(),
-                "n_nonfinite": torch.tensor(self.n_nonfinite, dtype=torch.int64)}
+        return {
+            "mean": self.mean.clone(),
+            "var": self.var.clone(),
+            "count": self.count.clone(),
+            "n_nonfinite": torch.tensor(self.n_nonfinite, dtype=torch.int64),
+        }
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         "Restore statistics saved by `state_dict` (one saved before `n_nonfinite` existed restores it as 0)."
         if not {"mean", "var", "count"} <= set(state) <= {"mean", "var", "count", "n_nonfinite"}:
-            raise ValueError(f"RunningMeanStd state must have keys mean, var, count and optionally n_nonfinite "
-                             f"(got {sorted(state)})")
+            raise ValueError(
+                f"RunningMeanStd state must have keys mean, var, count and optionally n_nonfinite (got {sorted(state)})"
+            )
         if tuple(state["mean"].shape) != self.shape:
             raise ValueError(f"RunningMeanStd state has shape {tuple(state['mean'].shape)}, expected {self.shape}")
         self.mean, self.var, self.count = (state[k].clone().to(self._device) for k in ("mean", "var", "count"))
@@ -73,11 +81,14 @@ class RunningMeanStd:
 # %% ../../nbs/simic/05_normalizers.ipynb #4776ed7b
 class RewardNormalizer:
     "Divide rewards by their running standard deviation (Welford), then clip."
-    def __init__(self,
-                 clip: float=10.0,      # clip normalised rewards to [-clip, clip]
-                 epsilon: float=1e-8,   # added to the std
-                ):
-        if not clip > 0: raise ValueError(f"clip must be in (0, inf) (got {clip})")
+
+    def __init__(
+        self,
+        clip: float = 10.0,  # clip normalised rewards to [-clip, clip]
+        epsilon: float = 1e-8,  # added to the std
+    ):
+        if not clip > 0:
+            raise ValueError(f"clip must be in (0, inf) (got {clip})")
         self.clip, self.epsilon = clip, epsilon
         self.mean, self.m2, self.count = 0.0, 0.0, 0
         self.n_nonfinite = 0  # rewards left out of the statistics because they were NaN or Inf
@@ -108,13 +119,15 @@ class RewardNormalizer:
         self.update(float(reward))
         return self.normalize_only(float(reward))
 
-    def state_dict(self) -> dict[str, float|int]:
+    def state_dict(self) -> dict[str, float | int]:
         return {"mean": self.mean, "m2": self.m2, "count": self.count, "n_nonfinite": self.n_nonfinite}
 
-    def load_state_dict(self, state: dict[str, float|int]) -> None:
+    def load_state_dict(self, state: dict[str, float | int]) -> None:
         "Restore statistics saved by `state_dict` (one saved before `n_nonfinite` existed restores it as 0)."
         if not {"mean", "m2", "count"} <= set(state) <= {"mean", "m2", "count", "n_nonfinite"}:
-            raise ValueError(f"RewardNormalizer state must have keys mean, m2, count and optionally n_nonfinite "
-                             f"(got {sorted(state)})")
+            raise ValueError(
+                f"RewardNormalizer state must have keys mean, m2, count and optionally n_nonfinite "
+                f"(got {sorted(state)})"
+            )
         self.mean, self.m2, self.count = float(state["mean"]), float(state["m2"]), int(state["count"])
         self.n_nonfinite = int(state.get("n_nonfinite", 0))

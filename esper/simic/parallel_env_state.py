@@ -26,42 +26,50 @@ from .env import step_reward
 def _get_rng() -> tuple:
     return random.getstate(), np.random.get_state(), torch.get_rng_state()
 
+
 def _set_rng(state: tuple) -> None:
-    random.setstate(state[0]); np.random.set_state(state[1]); torch.set_rng_state(state[2])
+    random.setstate(state[0])
+    np.random.set_state(state[1])
+    torch.set_rng_state(state[2])
+
 
 def check_reward_terms(
-    terms: dict[str, float], # one step's reward terms (`total` is their sum)
-    env_id: int,             # the env that produced them
-    seed: int,               # its episode seed
-    epoch: int,              # the epoch the step trained
+    terms: dict[str, float],  # one step's reward terms (`total` is their sum)
+    env_id: int,  # the env that produced them
+    seed: int,  # its episode seed
+    epoch: int,  # the epoch the step trained
 ) -> dict[str, float]:
     "`terms` unchanged, or a `ValueError` naming the env, its seed and the epoch when a term is NaN or Inf."
     if all(math.isfinite(v) for v in terms.values()):
         return terms
-    raise ValueError(f"environment {env_id} (seed {seed}) returned a non-finite reward ({terms.get('total')}) "
-                     f"at epoch {epoch}: terms {terms}")
+    raise ValueError(
+        f"environment {env_id} (seed {seed}) returned a non-finite reward ({terms.get('total')}) "
+        f"at epoch {epoch}: terms {terms}"
+    )
+
 
 @dataclass(slots=True)
 class ParallelEnvState:
     "Per-environment state of a vectorized run."
-    env_id: int                         # index within the batch (events, recurrent hidden state, rollout buffer)
-    seed: int                           # episode seed (model init, RNG, data order)
-    episode: Episode                    # the host-training run
-    device: torch.device                # where the host trains
-    stream: Any = None                  # CUDA stream of this env (None on CPU)
-    obs: dict|None = None               # last observation
-    pending: Any = None                 # the decision waiting for its reward
-    episode_return: float = 0.0         # sum of rewards so far
-    reward_sums: dict[str, float] = field(default_factory=dict) # per reward term
-    action_counts: Counter = field(default_factory=Counter)     # op name -> times chosen
-    rng_state: tuple|None = None        # this env's (python, numpy, torch) RNG state
+
+    env_id: int  # index within the batch (events, recurrent hidden state, rollout buffer)
+    seed: int  # episode seed (model init, RNG, data order)
+    episode: Episode  # the host-training run
+    device: torch.device  # where the host trains
+    stream: Any = None  # CUDA stream of this env (None on CPU)
+    obs: dict | None = None  # last observation
+    pending: Any = None  # the decision waiting for its reward
+    episode_return: float = 0.0  # sum of rewards so far
+    reward_sums: dict[str, float] = field(default_factory=dict)  # per reward term
+    action_counts: Counter = field(default_factory=Counter)  # op name -> times chosen
+    rng_state: tuple | None = None  # this env's (python, numpy, torch) RNG state
 
     @property
     def done(self) -> bool:
         "Whether the episode has trained its last epoch."
         return self.episode.done
 
-    def reward_terms(self, reward_config: Any=None, rollback_penalty: float=0.1) -> dict[str, float]:
+    def reward_terms(self, reward_config: Any = None, rollback_penalty: float = 0.1) -> dict[str, float]:
         "The reward terms of the step that produced the episode's last epoch (`step_reward`); all of them finite."
         terms = step_reward(self.episode, reward_config, rollback_penalty)
         return check_reward_terms(terms, self.env_id, self.seed, self.episode.history[-1]["epoch"])
@@ -74,19 +82,24 @@ class ParallelEnvState:
     def rng(self):
         "Run a block with this env's RNG; the caller's RNG is restored afterwards."
         saved = _get_rng()
-        if self.rng_state is not None: _set_rng(self.rng_state)
-        try: yield
+        if self.rng_state is not None:
+            _set_rng(self.rng_state)
+        try:
+            yield
         finally:
-            self.rng_state = _get_rng(); _set_rng(saved)
+            self.rng_state = _get_rng()
+            _set_rng(saved)
 
     def start(self) -> None:
         "Build the env's model (seeded by `seed`) without training an epoch."
-        with self.rng(): self.episode.start(self.seed)
+        with self.rng():
+            self.episode.start(self.seed)
 
     def add_reward(self, terms: dict[str, float]) -> None:
         "Fold one step's reward terms into the running sums."
         self.episode_return += terms["total"]
-        for k, v in terms.items(): self.reward_sums[k] = self.reward_sums.get(k, 0.0) + v
+        for k, v in terms.items():
+            self.reward_sums[k] = self.reward_sums.get(k, 0.0) + v
 
 # %% ../../nbs/simic/22_parallel_env_state.ipynb #7619f920
 def task_with_shuffle(
@@ -96,19 +109,21 @@ def task_with_shuffle(
     "The default task factory: task `name` whose training order is seeded by `seed`."
     return get_task(name, shuffle_seed=seed)
 
+
 def make_env_states(
-    task_factory: Callable[[int], Any], # episode seed -> Task with that shuffle seed
-    config: EpisodeConfig,              # how each episode trains
-    seeds: list[int],                   # one episode seed per env
-    devices: list[str]|None=None,       # devices, assigned round-robin (default: CPU)
-    hub: Any=None,                      # telemetry hub for the episodes' events
-    step_offset: int=0,                 # added to epochs for event steps (batch_idx * max_epochs)
-    env_ids: list[int]|None=None,       # env ids (default: 0..len(seeds)-1); devices follow the ids
+    task_factory: Callable[[int], Any],  # episode seed -> Task with that shuffle seed
+    config: EpisodeConfig,  # how each episode trains
+    seeds: list[int],  # one episode seed per env
+    devices: list[str] | None = None,  # devices, assigned round-robin (default: CPU)
+    hub: Any = None,  # telemetry hub for the episodes' events
+    step_offset: int = 0,  # added to epochs for event steps (batch_idx * max_epochs)
+    env_ids: list[int] | None = None,  # env ids (default: 0..len(seeds)-1); devices follow the ids
 ) -> list[ParallelEnvState]:
     "One `ParallelEnvState` per seed, with round-robin devices and a CUDA stream per env on CUDA."
     devs = [resolve_device(d) for d in (devices or ["cpu"])]
     ids = list(range(len(seeds))) if env_ids is None else list(env_ids)
-    if len(ids) != len(seeds): raise ValueError(f"env_ids must have one id per seed (got {len(ids)} ids, {len(seeds)} seeds)")
+    if len(ids) != len(seeds):
+        raise ValueError(f"env_ids must have one id per seed (got {len(ids)} ids, {len(seeds)} seeds)")
     envs = []
     for i, s in zip(ids, seeds):
         dev = devs[i % len(devs)]

@@ -15,39 +15,58 @@ from .workers import EnvHost, EnvPool
 # %% ../../nbs/simic/30_ray_workers.ipynb #1a9c6aff
 def require_ray():
     "The `ray` module, or one clear error saying how to install it."
-    try: import ray
-    except ImportError: raise RuntimeError("the Ray backend needs Ray: pip install 'esper[ray]'") from None
+    try:
+        import ray
+    except ImportError:
+        raise RuntimeError("the Ray backend needs Ray: pip install 'esper[ray]'") from None
     return ray
+
 
 class RayEnvPool(EnvPool):
     "N Ray actors, on this machine or across a Ray cluster, that step a batch of envs in lockstep for one learner."
-    def __init__(self,
-                 n_workers: int,                       # actors (>= 1), one CPU each
-                 task_factory: Callable[[int], Any],   # episode seed -> Task (sent to the actors with cloudpickle)
-                 config: EpisodeConfig,                # how each episode trains
-                 devices: list[str]|None=None,         # env devices in the actors (default: cuda when they got a GPU, else cpu)
-                 reward_config: Any=None,              # reward weights the actors use (default `RewardConfig()`)
-                 rollback_penalty: float=0.1,          # charged when the governor rolled back during an epoch
-                 collect_events: bool=False,           # send the episodes' telemetry events back to the learner
-                 address: str|None=None,               # Ray address when no Ray instance is up (None: start a local one)
-                 gpus_per_worker: float|None=None):    # GPU share per actor (default: cluster GPUs / workers, at most 1)
-        if not isinstance(n_workers, int) or n_workers < 1: raise ValueError(f"n_workers must be an integer >= 1 (got {n_workers!r})")
-        if rollback_penalty < 0: raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
+
+    def __init__(
+        self,
+        n_workers: int,  # actors (>= 1), one CPU each
+        task_factory: Callable[[int], Any],  # episode seed -> Task (sent to the actors with cloudpickle)
+        config: EpisodeConfig,  # how each episode trains
+        devices: list[str] | None = None,  # env devices in the actors (default: cuda when they got a GPU, else cpu)
+        reward_config: Any = None,  # reward weights the actors use (default `RewardConfig()`)
+        rollback_penalty: float = 0.1,  # charged when the governor rolled back during an epoch
+        collect_events: bool = False,  # send the episodes' telemetry events back to the learner
+        address: str | None = None,  # Ray address when no Ray instance is up (None: start a local one)
+        gpus_per_worker: float | None = None,
+    ):  # GPU share per actor (default: cluster GPUs / workers, at most 1)
+        if not isinstance(n_workers, int) or n_workers < 1:
+            raise ValueError(f"n_workers must be an integer >= 1 (got {n_workers!r})")
+        if rollback_penalty < 0:
+            raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
         if gpus_per_worker is not None and not 0 <= gpus_per_worker <= 1:
             raise ValueError(f"gpus_per_worker must be in [0, 1] (got {gpus_per_worker})")
         ray = self.ray = require_ray()
         self._owns_ray, self._closed, self.actors, self._refs = not ray.is_initialized(), False, [], {}
         if self._owns_ray:
-            try: ray.init(address=address, include_dashboard=False, logging_level="ERROR")
-            except Exception as e: raise RuntimeError(f"could not start or reach Ray at {address or 'a new local instance'}: {e}") from None
-        gpus = gpus_per_worker if gpus_per_worker is not None else min(1.0, ray.cluster_resources().get("GPU", 0) / n_workers)
+            try:
+                ray.init(address=address, include_dashboard=False, logging_level="ERROR")
+            except Exception as e:
+                raise RuntimeError(
+                    f"could not start or reach Ray at {address or 'a new local instance'}: {e}"
+                ) from None
+        gpus = (
+            gpus_per_worker
+            if gpus_per_worker is not None
+            else min(1.0, ray.cluster_resources().get("GPU", 0) / n_workers)
+        )
         devs = devices or (["cuda"] if gpus > 0 else ["cpu"])
         actor = ray.remote(EnvHost).options(num_cpus=1, num_gpus=gpus)
-        self.actors = [actor.remote(task_factory, config, devs, reward_config, rollback_penalty, collect_events, 1)
-                       for _ in range(n_workers)]
+        self.actors = [
+            actor.remote(task_factory, config, devs, reward_config, rollback_penalty, collect_events, 1)
+            for _ in range(n_workers)
+        ]
 
     @property
-    def n_workers(self) -> int: return len(self.actors)
+    def n_workers(self) -> int:
+        return len(self.actors)
 
     def _send(self, msgs):
         self._refs.update({w: getattr(self.actors[w], cmd).remote(*args) for w, (cmd, args) in msgs.items()})
@@ -56,19 +75,26 @@ class RayEnvPool(EnvPool):
         ray, out = self.ray, {}
         for w in ws:
             ref = self._refs.pop(w)  # a dead actor's result raises at once: no waiting on it forever
-            try: out[w] = ray.get(ref)
+            try:
+                out[w] = ray.get(ref)
             except ray.exceptions.RayTaskError as e:
                 cause = getattr(e, "cause", None) or e
                 raise self._error(w, f"{type(cause).__name__}: {cause}".splitlines()[0], str(e)) from None
             except ray.exceptions.RayActorError as e:
-                raise self._error(w, "its Ray actor died: " + (str(e).strip().splitlines() or ["unknown cause"])[0], str(e)) from None
+                raise self._error(
+                    w, "its Ray actor died: " + (str(e).strip().splitlines() or ["unknown cause"])[0], str(e)
+                ) from None
         return out
 
     def close(self) -> None:
         "Kill every actor, and stop the Ray instance if this pool started it. Safe to call twice."
-        if self._closed: return
+        if self._closed:
+            return
         self._closed = True
         for a in self.actors:
-            try: self.ray.kill(a)
-            except Exception: pass
-        if self._owns_ray: self.ray.shutdown()
+            try:
+                self.ray.kill(a)
+            except Exception:
+                pass
+        if self._owns_ray:
+            self.ray.shutdown()

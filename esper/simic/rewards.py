@@ -13,18 +13,22 @@ from typing import TypedDict
 @dataclass(frozen=True)
 class RewardConfig:
     "Weights of the four reward terms."
-    accuracy_weight: float = 1.0       # per unit of validation-accuracy change (fraction, not points)
-    contribution_weight: float = 0.5   # per unit of counterfactual contribution, paid at fossilization
-    rent_weight: float = 0.05          # per (seed parameters / host parameters) kept at the end, paid as they change
-    terminal_weight: float = 1.0       # times the final validation accuracy (fraction)
-    failed_action_penalty: float = 0.0 # charged when the chosen action could not be carried out
+
+    accuracy_weight: float = 1.0  # per unit of validation-accuracy change (fraction, not points)
+    contribution_weight: float = 0.5  # per unit of counterfactual contribution, paid at fossilization
+    rent_weight: float = 0.05  # per (seed parameters / host parameters) kept at the end, paid as they change
+    terminal_weight: float = 1.0  # times the final validation accuracy (fraction)
+    failed_action_penalty: float = 0.0  # charged when the chosen action could not be carried out
 
     def __post_init__(self):
         for f, v in asdict(self).items():
-            if not v >= 0: raise ValueError(f"RewardConfig.{f} must be >= 0 (got {v})")
+            if not v >= 0:
+                raise ValueError(f"RewardConfig.{f} must be >= 0 (got {v})")
+
 
 class RewardTerms(TypedDict):
     "One epoch's reward, term by term (their sum is `total`)."
+
     accuracy: float
     contribution: float
     rent: float
@@ -32,25 +36,31 @@ class RewardTerms(TypedDict):
     failed_action: float
     total: float
 
+
 def compute_reward(
-    prev_accuracy: float,   # validation accuracy before this epoch, percent
-    accuracy: float,        # validation accuracy after this epoch, percent
-    params_added: int,      # parameters the seeds add to the model now
-    host_params: int,       # parameters of the host alone
-    prev_params_added: int=0, # parameters the seeds added before this epoch's action
-    fossilized_contribution: float|None=None, # contribution (points) of a seed fossilized by this step's action
-    done: bool=False,       # this was the last epoch of the episode
-    action_success: bool=True, # the action could be carried out
-    config: RewardConfig=RewardConfig(), # weights
+    prev_accuracy: float,  # validation accuracy before this epoch, percent
+    accuracy: float,  # validation accuracy after this epoch, percent
+    params_added: int,  # parameters the seeds add to the model now
+    host_params: int,  # parameters of the host alone
+    prev_params_added: int = 0,  # parameters the seeds added before this epoch's action
+    fossilized_contribution: float | None = None,  # contribution (points) of a seed fossilized by this step's action
+    done: bool = False,  # this was the last epoch of the episode
+    action_success: bool = True,  # the action could be carried out
+    config: RewardConfig = RewardConfig(),  # weights
 ) -> RewardTerms:
     "The reward for one epoch-step, split into its terms."
-    if host_params <= 0: raise ValueError(f"host_params must be > 0 (got {host_params})")
-    if params_added < 0: raise ValueError(f"params_added must be >= 0 (got {params_added})")
-    if prev_params_added < 0: raise ValueError(f"prev_params_added must be >= 0 (got {prev_params_added})")
+    if host_params <= 0:
+        raise ValueError(f"host_params must be > 0 (got {host_params})")
+    if params_added < 0:
+        raise ValueError(f"params_added must be >= 0 (got {params_added})")
+    if prev_params_added < 0:
+        raise ValueError(f"prev_params_added must be >= 0 (got {prev_params_added})")
     c = config
     terms = dict(
         accuracy=c.accuracy_weight * (accuracy - prev_accuracy) / 100.0,
-        contribution=c.contribution_weight * max(fossilized_contribution, 0.0) / 100.0 if fossilized_contribution is not None else 0.0,
+        contribution=c.contribution_weight * max(fossilized_contribution, 0.0) / 100.0
+        if fossilized_contribution is not None
+        else 0.0,
         rent=-c.rent_weight * (params_added - prev_params_added) / host_params,
         terminal=c.terminal_weight * accuracy / 100.0 if done else 0.0,
         failed_action=0.0 if action_success else -c.failed_action_penalty,

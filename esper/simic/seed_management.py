@@ -15,67 +15,93 @@ from ..leyline import SeedStage, HEAD_NAMES
 
 # %% ../../nbs/simic/24_seed_management.ipynb #243eb639
 def resolve_target_slot(
-    obs: Mapping[str, Any], # observation from `Episode.observation()`
+    obs: Mapping[str, Any],  # observation from `Episode.observation()`
 ) -> int:
     "Index (in slot order) of the slot the flat action space acts on."
     slots = list(obs["slots"])
-    if obs.get("focus_slot") in slots: return slots.index(obs["focus_slot"])
+    if obs.get("focus_slot") in slots:
+        return slots.index(obs["focus_slot"])
     for i, s in enumerate(obs["slots"].values()):
-        if s["stage"] == SeedStage.DORMANT: return i
+        if s["stage"] == SeedStage.DORMANT:
+            return i
     return 0
 
 # %% ../../nbs/simic/24_seed_management.ipynb #13195a55
 def fossilized_contribution(
-    prev_stages: Mapping[str, str], # slot -> stage name before the step (an epoch record's `stages`)
-    stages: Mapping[str, str],      # slot -> stage name after the step
-    model: Any,                     # the MorphogeneticModel (for the seeds' metrics)
-) -> float|None:
+    prev_stages: Mapping[str, str],  # slot -> stage name before the step (an epoch record's `stages`)
+    stages: Mapping[str, str],  # slot -> stage name after the step
+    model: Any,  # the MorphogeneticModel (for the seeds' metrics)
+) -> float | None:
     "Sum of the contributions (points) of seeds fossilized in this step; None when none was."
     slots = [s for s, st in stages.items() if st == "FOSSILIZED" and prev_stages.get(s) != "FOSSILIZED"]
-    if not slots: return None
+    if not slots:
+        return None
     return float(sum(model.slot(s).state.metrics.contribution or 0.0 for s in slots))
 
 # %% ../../nbs/simic/24_seed_management.ipynb #206e47e8
 def episode_seed(
-    seed: int,         # the run's seed
+    seed: int,  # the run's seed
     episode_idx: int,  # episode number within the run (0-based)
 ) -> int:
     "Seed of one episode: `seed + episode_idx`."
-    if episode_idx < 0: raise ValueError(f"episode_idx must be >= 0 (got {episode_idx})")
+    if episode_idx < 0:
+        raise ValueError(f"episode_idx must be >= 0 (got {episode_idx})")
     return int(seed) + int(episode_idx)
 
 # %% ../../nbs/simic/24_seed_management.ipynb #1773ad0e
 def calculate_entropy_anneal_steps(
-    anneal_episodes: int,      # episodes over which to anneal (0 = fixed coefficient)
+    anneal_episodes: int,  # episodes over which to anneal (0 = fixed coefficient)
     episodes_per_update: int,  # n_envs (vectorized) or update_every (single env)
 ) -> int:
     "PPO updates over which the entropy coefficient is annealed."
-    if anneal_episodes < 0: raise ValueError(f"entropy_anneal_episodes must be >= 0 (got {anneal_episodes})")
-    if episodes_per_update < 1: raise ValueError(f"episodes_per_update must be >= 1 (got {episodes_per_update})")
+    if anneal_episodes < 0:
+        raise ValueError(f"entropy_anneal_episodes must be >= 0 (got {anneal_episodes})")
+    if episodes_per_update < 1:
+        raise ValueError(f"episodes_per_update must be >= 1 (got {episodes_per_update})")
     return 0 if anneal_episodes == 0 else max(1, anneal_episodes // episodes_per_update)
 
 # %% ../../nbs/simic/24_seed_management.ipynb #a343812f
-_KEEP = ("policy_loss", "value_loss", "entropy", "approx_kl", "clipfrac", "explained_variance", "n_epochs_run",
-         "early_stopped", "n_samples", "ratio_max", "ratio_min")
-_RENAME = {"value_pred_mean": "value_mean", "value_pred_std": "value_std", "return_mean": "return_mean",
-           "return_std": "return_std", "advantage_mean_prenorm": "advantage_mean", "advantage_std_prenorm": "advantage_std"}
+_KEEP = (
+    "policy_loss",
+    "value_loss",
+    "entropy",
+    "approx_kl",
+    "clipfrac",
+    "explained_variance",
+    "n_epochs_run",
+    "early_stopped",
+    "n_samples",
+    "ratio_max",
+    "ratio_min",
+)
+_RENAME = {
+    "value_pred_mean": "value_mean",
+    "value_pred_std": "value_std",
+    "return_mean": "return_mean",
+    "return_std": "return_std",
+    "advantage_mean_prenorm": "advantage_mean",
+    "advantage_std_prenorm": "advantage_std",
+}
+
 
 def aggregate_ppo_metrics(
-    metrics: Mapping[str, Any], # what `PPOAgent.update` returned
-    entropy_coef: float,        # coefficient the update used
+    metrics: Mapping[str, Any],  # what `PPOAgent.update` returned
+    entropy_coef: float,  # coefficient the update used
 ) -> dict[str, Any]:
-    "Flat, loggable PPO metrics: losses, KL, clip fraction, explained variance, per-head entropy, value diagnostics, skipped steps."
+    "Flat, loggable PPO metrics: losses, KL, clip fraction, explained variance, head entropies, value stats, skips."
     out = {k: metrics[k] for k in _KEEP if k in metrics}
     out.update({new: metrics[old] for old, new in _RENAME.items() if old in metrics})
     out["entropy_coef"] = float(entropy_coef)
     out.update({f"head_entropy/{h}": float(v) for h, v in metrics.get("head_entropies", {}).items()})
-    if "gradient_stats" in metrics: out["grad_norm"] = metrics["gradient_stats"]["grad_norm"]
+    if "gradient_stats" in metrics:
+        out["grad_norm"] = metrics["gradient_stats"]["grad_norm"]
     out["anomalies"] = list(metrics.get("anomalies", []))
     out["skipped_steps"] = int(metrics.get("skipped_steps", 0))  # a count: the update's total, never averaged
     return out
 
+
 def run_ppo_update(
-    agent: Any, # a PPOAgent whose buffer holds whole episodes (each ended by `truncated=True` with its bootstrap value)
+    agent: Any,  # a PPOAgent whose buffer holds whole episodes, each with its last step marked
 ) -> dict[str, Any]:
     "One PPO update on the stored rollout; returns `aggregate_ppo_metrics`."
     coef = agent.get_entropy_coef()

@@ -13,22 +13,25 @@ import torch
 # %% ../../nbs/simic/04_types.ipynb #6ed167f1
 class GradientStats(TypedDict):
     "Global gradient-norm statistics over an update's minibatches (before clipping)."
+
     grad_norm: float  # mean pre-clip global norm
-    max_grad: float   # largest pre-clip global norm
-    min_grad: float   # smallest pre-clip global norm
+    max_grad: float  # largest pre-clip global norm
+    min_grad: float  # smallest pre-clip global norm
+
 
 class PPOUpdateMetrics(TypedDict, total=False):
     "What one PPO update measured (means over minibatches unless stated)."
+
     policy_loss: float
     value_loss: float
-    entropy: float                  # mean joint entropy (sum over heads)
-    entropy_loss: float             # -entropy bonus actually added to the loss
-    entropy_coef: float             # coefficient at this update (before per-state floors)
+    entropy: float  # mean joint entropy (sum over heads)
+    entropy_loss: float  # -entropy bonus actually added to the loss
+    entropy_coef: float  # coefficient at this update (before per-state floors)
     total_loss: float
-    approx_kl: float                # mean of (ratio - 1) - log ratio, Schulman's k3 estimator
-    clip_fraction: float            # fraction of samples whose ratio left [1-eps, 1+eps]
-    clipfrac: float                 # same value, CleanRL's name
-    explained_variance: float       # 1 - Var(returns - V_old) / Var(returns)
+    approx_kl: float  # mean of (ratio - 1) - log ratio, Schulman's k3 estimator
+    clip_fraction: float  # fraction of samples whose ratio left [1-eps, 1+eps]
+    clipfrac: float  # same value, CleanRL's name
+    explained_variance: float  # 1 - Var(returns - V_old) / Var(returns)
     ratio_max: float
     ratio_min: float
     gradient_stats: GradientStats
@@ -42,32 +45,38 @@ class PPOUpdateMetrics(TypedDict, total=False):
     value_mse_before: float
     advantage_mean_prenorm: float
     advantage_std_prenorm: float
-    n_epochs_run: int               # epochs actually run (KL early stop may cut them)
+    n_epochs_run: int  # epochs actually run (KL early stop may cut them)
     early_stopped: bool
     n_samples: int
-    train_steps: int                # updates done, after this one
-    anomalies: list[str]            # AnomalyDetector findings, empty when healthy
-    skipped_steps: int              # optimiser steps skipped on a non-finite loss or gradient (a count, not a mean)
+    train_steps: int  # updates done, after this one
+    anomalies: list[str]  # AnomalyDetector findings, empty when healthy
+    skipped_steps: int  # optimiser steps skipped on a non-finite loss or gradient (a count, not a mean)
     ratio_has_numerical_issue: bool
     ratio_has_nan: bool
     ratio_has_inf: bool
 
+
 class HeadLogProbs(TypedDict):
     "Per-head log-probabilities of a factored action."
+
     slot: torch.Tensor
     blueprint: torch.Tensor
     blend: torch.Tensor
     op: torch.Tensor
+
 
 class HeadEntropies(TypedDict):
     "Per-head entropies of a factored policy."
+
     slot: torch.Tensor
     blueprint: torch.Tensor
     blend: torch.Tensor
     op: torch.Tensor
 
+
 class ActionDict(TypedDict):
     "A factored action: one index per head."
+
     slot: int
     blueprint: int
     blend: int

@@ -28,98 +28,132 @@ from .vectorized import run_epoch_lockstep
 class WorkerError(RuntimeError):
     "An environment worker raised or died; the message names the worker, its envs and the cause."
 
+
 def available_cores() -> int:
     "CPU cores this process may run on (its affinity mask where the OS has one)."
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
 
 def default_workers(n_envs: int) -> int:
     "One worker per available core, at most one per env; 0 (step in this process) on a single core."
     cores = available_cores()
     return 0 if cores < 2 else min(cores, n_envs)
 
+
 class _EventBuffer:
     "Stands in for the telemetry hub inside a worker: keeps the events for the learner to emit."
-    def __init__(self): self.events: list = []
-    def emit(self, event) -> None: self.events.append(event)
+
+    def __init__(self):
+        self.events: list = []
+
+    def emit(self, event) -> None:
+        self.events.append(event)
+
     def drain(self) -> list:
         out, self.events = self.events, []
         return out
 
+
 class EnvHost:
     "A worker's share of a batch: builds its envs, trains them one epoch per call, returns what the learner needs."
-    def __init__(self,
-                 task_factory: Callable[[int], Any], # episode seed -> Task
-                 config: EpisodeConfig,              # how each episode trains
-                 devices: list[str]|None=None,       # env devices, round-robin by env id (default: CPU)
-                 reward_config: Any=None,            # reward weights (default `RewardConfig()`)
-                 rollback_penalty: float=0.1,        # charged when the governor rolled back during an epoch
-                 collect_events: bool=False,         # keep the episodes' telemetry events for the learner
-                 threads: int|None=None):            # torch threads of this process (None: leave as is)
-        if threads is not None: torch.set_num_threads(threads)
+
+    def __init__(
+        self,
+        task_factory: Callable[[int], Any],  # episode seed -> Task
+        config: EpisodeConfig,  # how each episode trains
+        devices: list[str] | None = None,  # env devices, round-robin by env id (default: CPU)
+        reward_config: Any = None,  # reward weights (default `RewardConfig()`)
+        rollback_penalty: float = 0.1,  # charged when the governor rolled back during an epoch
+        collect_events: bool = False,  # keep the episodes' telemetry events for the learner
+        threads: int | None = None,
+    ):  # torch threads of this process (None: leave as is)
+        if threads is not None:
+            torch.set_num_threads(threads)
         self.task_factory, self.config, self.devices = task_factory, config, devices
         self.reward_config, self.rollback_penalty = reward_config, rollback_penalty
         self.buffer, self.envs = (_EventBuffer() if collect_events else None), []
 
-    def start(self, ids: list[int], seeds: list[int], offset: int=0) -> tuple[list, list]:
-        "Build envs `ids` for episode `seeds` and train their first epoch; per env (obs, None, False, None), and the events."
-        self.envs = make_env_states(self.task_factory, self.config, seeds, self.devices, self.buffer, offset, env_ids=ids)
-        for e in self.envs: e.start()
+    def start(self, ids: list[int], seeds: list[int], offset: int = 0) -> tuple[list, list]:
+        "Build envs `ids` for `seeds`, train their first epoch; per env (obs, None, False, None), and the events."
+        self.envs = make_env_states(
+            self.task_factory, self.config, seeds, self.devices, self.buffer, offset, env_ids=ids
+        )
+        for e in self.envs:
+            e.start()
         run_epoch_lockstep(self.envs, [None] * len(self.envs))
         return [(e.obs, None, False, None) for e in self.envs], self._events()
 
     def step(self, actions: list[Any]) -> tuple[list, list]:
-        "One action per env, in `start`'s order, then one epoch; per env (obs, reward terms, done, result or None), and the events."
+        "One action per env (in `start`'s order), one epoch; per env (obs, terms, done, result or None), and the events."
         run_epoch_lockstep(self.envs, actions)
-        return [(e.obs, e.reward_terms(self.reward_config, self.rollback_penalty), e.done,
-                 e.episode.result() if e.done else None) for e in self.envs], self._events()
+        return [
+            (
+                e.obs,
+                e.reward_terms(self.reward_config, self.rollback_penalty),
+                e.done,
+                e.episode.result() if e.done else None,
+            )
+            for e in self.envs
+        ], self._events()
 
-    def _events(self) -> list: return self.buffer.drain() if self.buffer is not None else []
+    def _events(self) -> list:
+        return self.buffer.drain() if self.buffer is not None else []
+
 
 def _serve(conn, *host_args):
     "A worker process's loop: wait for a command, run it on its `EnvHost`, reply; report an error once, then exit."
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle: it stops every worker
     host = None
     while True:
-        try: cmd, args = conn.recv()
-        except (EOFError, OSError): return       # the learner is gone
-        if cmd == "close": return
         try:
-            if host is None: host = EnvHost(*host_args)
+            cmd, args = conn.recv()
+        except (EOFError, OSError):
+            return  # the learner is gone
+        if cmd == "close":
+            return
+        try:
+            if host is None:
+                host = EnvHost(*host_args)
             conn.send(("ok",) + getattr(host, cmd)(*args))
         except BaseException as e:  # the learner reports it (and stops the pool); this worker is finished
-            try: conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
-            except Exception: pass
+            try:
+                conn.send(("error", f"{type(e).__name__}: {e}", traceback.format_exc()))
+            except Exception:
+                pass
             return
 
 # %% ../../nbs/simic/29_workers.ipynb #ad5efb8a
 @dataclass(slots=True)
 class RemoteEnv:
     "The learner's view of an env that a worker process steps: what `PPORollout` and the trainer read and write."
-    env_id: int                          # index within the batch
-    seed: int                            # episode seed
-    worker: int                          # the worker that owns it
-    obs: dict|None = None                # last observation
-    pending: Any = None                  # the decision waiting for its reward
+
+    env_id: int  # index within the batch
+    seed: int  # episode seed
+    worker: int  # the worker that owns it
+    obs: dict | None = None  # last observation
+    pending: Any = None  # the decision waiting for its reward
     episode_return: float = 0.0
     reward_sums: dict[str, float] = field(default_factory=dict)
     action_counts: Counter = field(default_factory=Counter)
-    terms: dict[str, float]|None = None  # reward terms of the last step, computed by the worker
+    terms: dict[str, float] | None = None  # reward terms of the last step, computed by the worker
     done: bool = False
-    result: EpisodeResult|None = None    # set when the episode ends
+    result: EpisodeResult | None = None  # set when the episode ends
 
-    def reward_terms(self, reward_config: Any=None, rollback_penalty: float=0.1) -> dict[str, float]:
+    def reward_terms(self, reward_config: Any = None, rollback_penalty: float = 0.1) -> dict[str, float]:
         "The last step's reward terms (the worker computed them with the pool's reward settings)."
-        if self.terms is None: raise RuntimeError(f"env {self.env_id} has no step reward yet")
+        if self.terms is None:
+            raise RuntimeError(f"env {self.env_id} has no step reward yet")
         return self.terms
 
-    add_reward = ParallelEnvState.add_reward   # the same running sums as a local env
+    add_reward = ParallelEnvState.add_reward  # the same running sums as a local env
 
 # %% ../../nbs/simic/29_workers.ipynb #f1872453
 class EnvPool:
     "The lockstep episode loop over envs that live in workers; a backend supplies `_send`, `_collect` and `close`."
+
     n_workers: int = 1
     _closed: bool = False
-    _pending: tuple|None = None   # a batch sent to the workers by `prestart`, not yet collected
+    _pending: tuple | None = None  # a batch sent to the workers by `prestart`, not yet collected
 
     def _send(self, msgs: dict[int, tuple[str, tuple]]) -> None:
         "Send worker w the command `msgs[w]` = (method, args), without waiting for the replies."
@@ -129,14 +163,15 @@ class EnvPool:
         "Wait for the replies of workers `ws` to their last command: each one's (reply, events)."
         raise NotImplementedError
 
-    def close(self) -> None: raise NotImplementedError
+    def close(self) -> None:
+        raise NotImplementedError
 
-    def _error(self, w: int, cause: str, tb: str="") -> WorkerError:
+    def _error(self, w: int, cause: str, tb: str = "") -> WorkerError:
         "Stop every worker, then the one-line error naming worker `w`, its envs and `cause`."
         ids = self._owned.get(w, []) if hasattr(self, "_owned") else []
         self.close()
         err = WorkerError(f"env worker {w} (envs {ids}) failed: {cause}")
-        err.worker_traceback = tb   # the worker's own traceback, for debugging; the message is the one line to show
+        err.worker_traceback = tb  # the worker's own traceback, for debugging; the message is the one line to show
         return err
 
     def _absorb(self, replies: dict[int, tuple[list, list]], by_worker: dict[int, list[RemoteEnv]], hub: Any) -> None:
@@ -144,23 +179,29 @@ class EnvPool:
             for e, (obs, terms, done, result) in zip(by_worker[w], payload):
                 e.obs, e.terms, e.done, e.result = obs, terms, done, result
             if hub is not None:
-                for ev in events: hub.emit(ev)
+                for ev in events:
+                    hub.emit(ev)
 
     def _apply(self, msgs: dict[int, tuple[str, tuple]], hub: Any) -> None:
         self._send(msgs)
         self._absorb(self._collect(list(msgs)), self._by_worker, hub)
 
-    def prestart(self,
-                 seeds: list[int],    # one episode seed per env
-                 step_offset: int=0,  # added to epochs for event steps
-                ) -> None:
-        "Send a batch to the workers now: they build its envs and train epoch 1 (no decision needed yet) while the learner works."
-        if self._closed: raise RuntimeError("the worker pool is closed")
-        if self._pending is not None: raise RuntimeError("a batch is already starting in the workers")
+    def prestart(
+        self,
+        seeds: list[int],  # one episode seed per env
+        step_offset: int = 0,  # added to epochs for event steps
+    ) -> None:
+        "Send a batch to the workers now: they build its envs and train epoch 1 (no decision needed) while the learner works."
+        if self._closed:
+            raise RuntimeError("the worker pool is closed")
+        if self._pending is not None:
+            raise RuntimeError("a batch is already starting in the workers")
         envs = [RemoteEnv(i, s, i % self.n_workers) for i, s in enumerate(seeds)]
         by_worker = {w: es for w in range(self.n_workers) if (es := [e for e in envs if e.worker == w])}
         self._owned = {w: [e.env_id for e in es] for w, es in by_worker.items()}
-        self._send({w: ("start", ([e.env_id for e in es], [e.seed for e in es], step_offset)) for w, es in by_worker.items()})
+        self._send(
+            {w: ("start", ([e.env_id for e in es], [e.seed for e in es], step_offset)) for w, es in by_worker.items()}
+        )
         self._pending = (list(seeds), step_offset, envs, by_worker)
 
     def _take_pending(self, hub: Any) -> list[RemoteEnv]:
@@ -170,66 +211,94 @@ class EnvPool:
         self._by_worker = by_worker
         return envs
 
-    def run_lockstep(self,
-                     seeds: list[int],                                 # one episode seed per env
-                     decide: Callable[[list[RemoteEnv]], list[Any]],   # envs -> one TamiyoAction per env
-                     after_step: Callable[[list[RemoteEnv]], None]|None=None, # called after each decided epoch
-                     hub: Any=None,                                    # telemetry hub: the episodes' events, escalation decay
-                     step_offset: int=0,                               # added to epochs for event steps
-                    ) -> tuple[list[RemoteEnv], list[EpisodeResult]]:
+    def run_lockstep(
+        self,
+        seeds: list[int],  # one episode seed per env
+        decide: Callable[[list[RemoteEnv]], list[Any]],  # envs -> one TamiyoAction per env
+        after_step: Callable[[list[RemoteEnv]], None] | None = None,  # called after each decided epoch
+        hub: Any = None,  # telemetry hub: the episodes' events, escalation decay
+        step_offset: int = 0,  # added to epochs for event steps
+    ) -> tuple[list[RemoteEnv], list[EpisodeResult]]:
         "Run one episode per seed to its end, env i in worker i mod N; `run_lockstep` across processes."
-        if self._closed: raise RuntimeError("the worker pool is closed")
+        if self._closed:
+            raise RuntimeError("the worker pool is closed")
         if self._pending is not None and self._pending[:2] != (list(seeds), step_offset):
-            self._take_pending(None)          # another batch was started: its first epoch is dropped
-        if self._pending is None: self.prestart(seeds, step_offset)
+            self._take_pending(None)  # another batch was started: its first epoch is dropped
+        if self._pending is None:
+            self.prestart(seeds, step_offset)
         envs = self._take_pending(hub)
         while not envs[0].done:
-            if hub is not None: hub.on_epoch_end()
+            if hub is not None:
+                hub.on_epoch_end()
             actions = decide(envs)
             self._apply({w: ("step", ([actions[e.env_id] for e in es],)) for w, es in self._by_worker.items()}, hub)
-            if after_step is not None: after_step(envs)
-        if hub is not None: hub.on_epoch_end()
+            if after_step is not None:
+                after_step(envs)
+        if hub is not None:
+            hub.on_epoch_end()
         return envs, [e.result for e in envs]
 
-    def __enter__(self): return self
-    def __exit__(self, *exc) -> None: self.close()
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 # %% ../../nbs/simic/29_workers.ipynb #d5d0111d
-def _exit_cause(code: int|None) -> str:
-    if code is None: return "it closed its pipe"
+def _exit_cause(code: int | None) -> str:
+    if code is None:
+        return "it closed its pipe"
     if code < 0:
-        try: return f"killed by {signal.Signals(-code).name}"
-        except ValueError: return f"killed by signal {-code}"
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
     return f"exit code {code}"
 
+
 def _ignore_sigint():
-    try: return signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError: return None   # not the main thread: signals cannot be changed, nothing to restore
+    try:
+        return signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:
+        return None  # not the main thread: signals cannot be changed, nothing to restore
+
 
 def _restore_sigint(old) -> None:
-    if old is not None: signal.signal(signal.SIGINT, old)
+    if old is not None:
+        signal.signal(signal.SIGINT, old)
+
 
 def check_picklable(task_factory: Any) -> None:
     "Refuse, with the reason, a task factory that cannot travel to another process."
-    try: pickle.dumps(task_factory)
+    try:
+        pickle.dumps(task_factory)
     except Exception as e:
-        raise ValueError("task_factory must pickle to reach worker processes: use a module-level function or "
-                         f"functools.partial, not a lambda or a local function ({type(e).__name__}: {e})") from None
+        raise ValueError(
+            "task_factory must pickle to reach worker processes: use a module-level function or "
+            f"functools.partial, not a lambda or a local function ({type(e).__name__}: {e})"
+        ) from None
+
 
 class ProcessEnvPool(EnvPool):
     "N worker processes on this machine that step a batch of envs in lockstep for one learner."
-    def __init__(self,
-                 n_workers: int,                       # processes (>= 1)
-                 task_factory: Callable[[int], Any],   # episode seed -> Task; must pickle (no lambda)
-                 config: EpisodeConfig,                # how each episode trains
-                 devices: list[str]|None=None,         # env devices, round-robin by env id (default: CPU)
-                 reward_config: Any=None,              # reward weights the workers use (default `RewardConfig()`)
-                 rollback_penalty: float=0.1,          # charged when the governor rolled back during an epoch
-                 collect_events: bool=False,           # send the episodes' telemetry events back to the learner
-                 threads_per_worker: int|None=None,    # torch threads per worker (default: this process's, at most cores // workers)
-                 start_method: str="spawn"):           # multiprocessing start method ("spawn" is safe with torch and CUDA)
-        if not isinstance(n_workers, int) or n_workers < 1: raise ValueError(f"n_workers must be an integer >= 1 (got {n_workers!r})")
-        if rollback_penalty < 0: raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
+
+    def __init__(
+        self,
+        n_workers: int,  # processes (>= 1)
+        task_factory: Callable[[int], Any],  # episode seed -> Task; must pickle (no lambda)
+        config: EpisodeConfig,  # how each episode trains
+        devices: list[str] | None = None,  # env devices, round-robin by env id (default: CPU)
+        reward_config: Any = None,  # reward weights the workers use (default `RewardConfig()`)
+        rollback_penalty: float = 0.1,  # charged when the governor rolled back during an epoch
+        collect_events: bool = False,  # send the episodes' telemetry events back to the learner
+        threads_per_worker: int
+        | None = None,  # torch threads per worker (default: this process's, at most cores // workers)
+        start_method: str = "spawn",
+    ):  # multiprocessing start method ("spawn" is safe with torch and CUDA)
+        if not isinstance(n_workers, int) or n_workers < 1:
+            raise ValueError(f"n_workers must be an integer >= 1 (got {n_workers!r})")
+        if rollback_penalty < 0:
+            raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
         check_picklable(task_factory)
         threads = threads_per_worker or min(torch.get_num_threads(), max(1, available_cores() // n_workers))
         ctx = mp.get_context(start_method)
@@ -238,16 +307,31 @@ class ProcessEnvPool(EnvPool):
         try:
             for i in range(n_workers):
                 parent, child = ctx.Pipe()
-                p = ctx.Process(target=_serve, name=f"esper-env-worker-{i}", daemon=True,
-                                args=(child, task_factory, config, devices, reward_config, rollback_penalty,
-                                      collect_events, threads))
-                p.start(); child.close()
-                self.procs.append(p); self.conns.append(parent)
+                p = ctx.Process(
+                    target=_serve,
+                    name=f"esper-env-worker-{i}",
+                    daemon=True,
+                    args=(
+                        child,
+                        task_factory,
+                        config,
+                        devices,
+                        reward_config,
+                        rollback_penalty,
+                        collect_events,
+                        threads,
+                    ),
+                )
+                p.start()
+                child.close()
+                self.procs.append(p)
+                self.conns.append(parent)
         finally:
             _restore_sigint(old)
 
     @property
-    def n_workers(self) -> int: return len(self.procs)
+    def n_workers(self) -> int:
+        return len(self.procs)
 
     def _died(self, w: int) -> WorkerError:
         self.procs[w].join(timeout=5)
@@ -256,8 +340,10 @@ class ProcessEnvPool(EnvPool):
     def _send(self, msgs):
         for w, msg in msgs.items():
             self._outstanding.add(w)
-            try: self.conns[w].send(msg)
-            except (BrokenPipeError, EOFError, OSError): raise self._died(w) from None
+            try:
+                self.conns[w].send(msg)
+            except (BrokenPipeError, EOFError, OSError):
+                raise self._died(w) from None
 
     def _collect(self, ws):
         replies, waiting = {}, set(ws)
@@ -265,24 +351,38 @@ class ProcessEnvPool(EnvPool):
             by_obj = {self.conns[w]: w for w in waiting} | {self.procs[w].sentinel: w for w in waiting}
             for obj in wait(list(by_obj)):
                 w = by_obj[obj]
-                if w not in waiting: continue
-                if obj is self.procs[w].sentinel and not self.conns[w].poll(): raise self._died(w)
-                try: status, payload, extra = self.conns[w].recv()
-                except (EOFError, OSError): raise self._died(w) from None
-                if status == "error": raise self._error(w, payload, extra)
-                replies[w] = (payload, extra); waiting.discard(w); self._outstanding.discard(w)
+                if w not in waiting:
+                    continue
+                if obj is self.procs[w].sentinel and not self.conns[w].poll():
+                    raise self._died(w)
+                try:
+                    status, payload, extra = self.conns[w].recv()
+                except (EOFError, OSError):
+                    raise self._died(w) from None
+                if status == "error":
+                    raise self._error(w, payload, extra)
+                replies[w] = (payload, extra)
+                waiting.discard(w)
+                self._outstanding.discard(w)
         return replies
 
     def close(self) -> None:
         "Stop every worker: an idle one is asked to exit, one still busy with an epoch is killed. Safe to call twice."
-        if self._closed: return
+        if self._closed:
+            return
         self._closed = True
         for w, (p, c) in enumerate(zip(self.procs, self.conns)):
-            if w in self._outstanding: p.kill()   # mid-epoch after an error or Ctrl-C: its work is discarded anyway
+            if w in self._outstanding:
+                p.kill()  # mid-epoch after an error or Ctrl-C: its work is discarded anyway
             else:
-                try: c.send(("close", None))
-                except Exception: pass
+                try:
+                    c.send(("close", None))
+                except Exception:
+                    pass
         for p in self.procs:
             p.join(timeout=5)
-            if p.is_alive(): p.kill(); p.join(timeout=5)
-        for c in self.conns: c.close()
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=5)
+        for c in self.conns:
+            c.close()

@@ -8,11 +8,35 @@ __all__ = []
 # %% ../../nbs/tamiyo/09_tamiyo.ipynb #a7bf8ba9
 from .signals import TrainingSignals, SignalTracker, TamiyoAction, Controller
 from .heuristic import HeuristicConfig, HeuristicTamiyo
-from .episode import (EpisodeGradientStats, EpisodeConfig, ActionResult, apply_action, EpisodeResult, Episode,
-                                  run_episode)
+from esper.tamiyo.episode import (
+    EpisodeGradientStats,
+    EpisodeConfig,
+    ActionResult,
+    apply_action,
+    EpisodeResult,
+    Episode,
+    run_episode,
+)
 from .baselines import StaticTamiyo, RandomTamiyo
 from .features import obs_to_base_features, obs_to_base_features_tensor, compute_action_mask
 
-__all__ = ["TrainingSignals", "SignalTracker", "TamiyoAction", "Controller", "HeuristicConfig", "HeuristicTamiyo",
-           "EpisodeGradientStats", "EpisodeConfig", "ActionResult", "apply_action", "EpisodeResult", "Episode", "run_episode",
-           "StaticTamiyo", "RandomTamiyo", "obs_to_base_features", "obs_to_base_features_tensor", "compute_action_mask"]
+__all__ = [
+    "TrainingSignals",
+    "SignalTracker",
+    "TamiyoAction",
+    "Controller",
+    "HeuristicConfig",
+    "HeuristicTamiyo",
+    "EpisodeGradientStats",
+    "EpisodeConfig",
+    "ActionResult",
+    "apply_action",
+    "EpisodeResult",
+    "Episode",
+    "run_episode",
+    "StaticTamiyo",
+    "RandomTamiyo",
+    "obs_to_base_features",
+    "obs_to_base_features_tensor",
+    "compute_action_mask",
+]

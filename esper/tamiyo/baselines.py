@@ -16,18 +16,28 @@ from .signals import Controller, TamiyoAction
 # %% ../../nbs/tamiyo/03_baselines.ipynb #e14f61a9
 class StaticTamiyo:
     "A controller that never acts: the host trains alone."
+
     name = "static"
-    def reset(self) -> None: pass
+
+    def reset(self) -> None:
+        pass
+
     def decide(self, observation: dict[str, Any], model: Any) -> TamiyoAction:
         return TamiyoAction.wait("static host")
 
+
 class RandomTamiyo:
     "Uniformly random legal actions: a random slot, then a random op that the slot's stage allows."
+
     name = "random"
-    def __init__(self,
-                 seed: int=0,              # seed of the controller's own RNG (reset() restarts it)
-                 wait_prob: float=0.0):    # extra probability of waiting, on top of WAIT being one legal op
-        if not 0.0 <= wait_prob <= 1.0: raise ValueError(f"wait_prob must be in [0, 1] (got {wait_prob})")
+
+    def __init__(
+        self,
+        seed: int = 0,  # seed of the controller's own RNG (reset() restarts it)
+        wait_prob: float = 0.0,
+    ):  # extra probability of waiting, on top of WAIT being one legal op
+        if not 0.0 <= wait_prob <= 1.0:
+            raise ValueError(f"wait_prob must be in [0, 1] (got {wait_prob})")
         self.seed, self.wait_prob = seed, wait_prob
         self.reset()
 
@@ -35,11 +45,13 @@ class RandomTamiyo:
         self.rng = random.Random(self.seed)
 
     def decide(self, observation: dict[str, Any], model: Any) -> TamiyoAction:
-        if self.rng.random() < self.wait_prob: return TamiyoAction.wait("random wait")
+        if self.rng.random() < self.wait_prob:
+            return TamiyoAction.wait("random wait")
         slot = self.rng.choice(list(model.slot_ids))
         legal = [op for op, ok in zip(LifecycleOp, ops_allowed(model.slot(slot).stage)) if ok]
         op = self.rng.choice(legal)
-        if op == LifecycleOp.WAIT: return TamiyoAction.wait("random wait")
+        if op == LifecycleOp.WAIT:
+            return TamiyoAction.wait("random wait")
         if op == LifecycleOp.GERMINATE:
             return TamiyoAction(op, slot, self.rng.choice(BLUEPRINTS), self.rng.choice(list(BlendAlgorithm)), "random")
         return TamiyoAction(op, slot, reason="random")
@@ -47,15 +59,19 @@ class RandomTamiyo:
 # %% ../../nbs/tamiyo/03_baselines.ipynb #676581f6
 class ScheduleTamiyo:
     "Germinate `blueprints` in slot order at the first chances; advance and fossilize each as soon as its gates allow."
-    def __init__(self,
-                 blueprints: tuple[str, ...]): # blueprint names, germinated in this order
+
+    def __init__(self, blueprints: tuple[str, ...]):  # blueprint names, germinated in this order
         if isinstance(blueprints, str):
-            raise TypeError(f"blueprints must be a tuple of names, not a string (got {blueprints!r}); "
-                            f"e.g. tuple({blueprints!r}.split(','))")
+            raise TypeError(
+                f"blueprints must be a tuple of names, not a string (got {blueprints!r}); "
+                f"e.g. tuple({blueprints!r}.split(','))"
+            )
         self.blueprints = tuple(blueprints)
-        if not self.blueprints: raise ValueError("a schedule needs at least one blueprint")
+        if not self.blueprints:
+            raise ValueError("a schedule needs at least one blueprint")
         unknown = [b for b in self.blueprints if b not in BLUEPRINTS]
-        if unknown: raise ValueError(f"unknown blueprint(s) {unknown}; choose from {BLUEPRINTS}")
+        if unknown:
+            raise ValueError(f"unknown blueprint(s) {unknown}; choose from {BLUEPRINTS}")
         self.name = "schedule:" + "+".join(self.blueprints)
         self.reset()
 
@@ -70,6 +86,8 @@ class ScheduleTamiyo:
                 blueprint = self.blueprints[self.germinated]
                 self.germinated += 1
                 return TamiyoAction(LifecycleOp.GERMINATE, slot, blueprint, reason="schedule")
-            if allowed[LifecycleOp.FOSSILIZE]: return TamiyoAction(LifecycleOp.FOSSILIZE, slot, reason="schedule")
-            if allowed[LifecycleOp.ADVANCE]: return TamiyoAction(LifecycleOp.ADVANCE, slot, reason="schedule")
+            if allowed[LifecycleOp.FOSSILIZE]:
+                return TamiyoAction(LifecycleOp.FOSSILIZE, slot, reason="schedule")
+            if allowed[LifecycleOp.ADVANCE]:
+                return TamiyoAction(LifecycleOp.ADVANCE, slot, reason="schedule")
         return TamiyoAction.wait("schedule")

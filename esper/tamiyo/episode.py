@@ -13,8 +13,18 @@ from typing import Any
 
 import torch
 
-from ..leyline import (SeedStage, LifecycleOp, LIVE_STAGES, BLUEPRINTS, BlendAlgorithm, IllegalTransitionError,
-                           TelemetryEvent, TelemetryEventType, DEFAULT_BLEND_EPOCHS, DEFAULT_EMBARGO_EPOCHS)
+from esper.leyline import (
+    SeedStage,
+    LifecycleOp,
+    LIVE_STAGES,
+    BLUEPRINTS,
+    BlendAlgorithm,
+    IllegalTransitionError,
+    TelemetryEvent,
+    TelemetryEventType,
+    DEFAULT_BLEND_EPOCHS,
+    DEFAULT_EMBARGO_EPOCHS,
+)
 from ..kasmina import MorphogeneticModel, GateConfig
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
 from ..tolaria.governor import LR_SCHEDULES, blowup_bound
@@ -24,19 +34,25 @@ from .signals import SignalTracker, TamiyoAction, Controller
 # %% ../../nbs/tamiyo/02_episode.ipynb #bb260d24
 class EpisodeGradientStats:
     "An `on_backward` hook: each watched group's per-tensor gradient norms, averaged over an epoch's batches."
-    def __init__(self,
-                 model: MorphogeneticModel,           # the model whose seeds (and host) are watched
-                 collector: SeedGradientCollector|None=None): # thresholds and kernel (default: `SeedGradientCollector()`)
+
+    def __init__(
+        self,
+        model: MorphogeneticModel,  # the model whose seeds (and host) are watched
+        collector: SeedGradientCollector | None = None,
+    ):  # thresholds and kernel (default: `SeedGradientCollector()`)
         self.model, self.collector = model, collector or SeedGradientCollector()
         self.begin_epoch()
 
     def begin_epoch(self) -> None:
         "Watch the seeds that take part in this epoch's forward pass."
         self.groups: dict[str, list[torch.nn.Parameter]] = {
-            s: self.model.get_seed_parameters(s) for s, st in self.model.seed_states().items()
-            if st.stage in (SeedStage.TRAINING, SeedStage.BLENDING, SeedStage.HOLDING, SeedStage.FOSSILIZED)}
+            s: self.model.get_seed_parameters(s)
+            for s, st in self.model.seed_states().items()
+            if st.stage in (SeedStage.TRAINING, SeedStage.BLENDING, SeedStage.HOLDING, SeedStage.FOSSILIZED)
+        }
         self.groups["host"] = self.model.get_host_parameters()
-        self.sums: dict[str, torch.Tensor] = {}; self.batches = 0
+        self.sums: dict[str, torch.Tensor] = {}
+        self.batches = 0
 
     def __call__(self, batch_idx: int) -> None:
         for name, params in self.groups.items():  # one fused norm kernel per group, no host sync
@@ -46,60 +62,74 @@ class EpisodeGradientStats:
 
     def results(self) -> dict[str, SeedGradientStats]:
         "Per watched group: gradient_norm, gradient_health, has_vanishing, has_exploding (one host sync per group)."
-        return {name: materialize_grad_stats(self.collector.stats_from_norms(s / max(self.batches, 1)))
-                for name, s in self.sums.items()}
+        return {
+            name: materialize_grad_stats(self.collector.stats_from_norms(s / max(self.batches, 1)))
+            for name, s in self.sums.items()
+        }
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #f917fa56
 @dataclass
 class EpisodeConfig:
     "How one episode trains."
-    max_epochs: int = 30          # epochs per episode
-    host: str|None = None         # host preset (default: the task's)
-    slots: tuple[str, ...]|None = None # slots to enable (default: one per host block)
-    host_lr: float = 0.01         # host SGD learning rate
-    seed_lr: float = 0.05         # seed SGD learning rate
-    momentum: float = 0.9         # SGD momentum
-    lr_schedule: str = "constant" # "cosine": host and seed rates decay to zero over max_epochs (see `lr_factor`)
-    blend_epochs: int = DEFAULT_BLEND_EPOCHS       # epochs for alpha to ramp 0 -> 1
-    blend_algorithm: str = "linear"                # default blend curve
-    embargo_epochs: int = DEFAULT_EMBARGO_EPOCHS   # epochs a pruned slot stays unusable
+
+    max_epochs: int = 30  # epochs per episode
+    host: str | None = None  # host preset (default: the task's)
+    slots: tuple[str, ...] | None = None  # slots to enable (default: one per host block)
+    host_lr: float = 0.01  # host SGD learning rate
+    seed_lr: float = 0.05  # seed SGD learning rate
+    momentum: float = 0.9  # SGD momentum
+    lr_schedule: str = "constant"  # "cosine": host and seed rates decay to zero over max_epochs (see `lr_factor`)
+    blend_epochs: int = DEFAULT_BLEND_EPOCHS  # epochs for alpha to ramp 0 -> 1
+    blend_algorithm: str = "linear"  # default blend curve
+    embargo_epochs: int = DEFAULT_EMBARGO_EPOCHS  # epochs a pruned slot stays unusable
     gates: GateConfig = field(default_factory=GateConfig)  # lifecycle gate thresholds
-    counterfactual_stages: tuple[str, ...] = ("TRAINING", "BLENDING", "HOLDING") # stages measured each epoch
-    governor: bool = True         # watch the loss and roll back on blow-ups
-    max_batches: int|None = None  # cap batches per epoch (tests)
+    counterfactual_stages: tuple[str, ...] = ("TRAINING", "BLENDING", "HOLDING")  # stages measured each epoch
+    governor: bool = True  # watch the loss and roll back on blow-ups
+    max_batches: int | None = None  # cap batches per epoch (tests)
 
     def __post_init__(self):
-        if self.max_epochs < 1: raise ValueError(f"max_epochs must be >= 1 (got {self.max_epochs})")
+        if self.max_epochs < 1:
+            raise ValueError(f"max_epochs must be >= 1 (got {self.max_epochs})")
         for f in ("host_lr", "seed_lr"):
-            if getattr(self, f) <= 0: raise ValueError(f"{f} must be > 0 (got {getattr(self, f)})")
+            if getattr(self, f) <= 0:
+                raise ValueError(f"{f} must be > 0 (got {getattr(self, f)})")
         BlendAlgorithm(self.blend_algorithm)
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)} (got {self.lr_schedule!r})")
         bad = [s for s in self.counterfactual_stages if s not in SeedStage.__members__]
-        if bad: raise ValueError(f"counterfactual_stages must be SeedStage names (got {bad})")
-        if self.slots is not None: self.slots = tuple(self.slots)
+        if bad:
+            raise ValueError(f"counterfactual_stages must be SeedStage names (got {bad})")
+        if self.slots is not None:
+            self.slots = tuple(self.slots)
+
 
 @dataclass(frozen=True, slots=True)
 class ActionResult:
     "Whether an action did what it asked, and why not."
+
     success: bool
     reason: str = ""
 
+
 def apply_action(
-    model: MorphogeneticModel, # the model acted on
-    action: TamiyoAction,      # the decision
+    model: MorphogeneticModel,  # the model acted on
+    action: TamiyoAction,  # the decision
 ) -> ActionResult:
     "Apply one action; a refused gate or an impossible op is a reported no-op, never an exception."
     op = action.op
-    if op == LifecycleOp.WAIT: return ActionResult(True, "wait")
-    if action.slot not in model.slots: return ActionResult(False, f"unknown slot {action.slot!r}")
+    if op == LifecycleOp.WAIT:
+        return ActionResult(True, "wait")
+    if action.slot not in model.slots:
+        return ActionResult(False, f"unknown slot {action.slot!r}")
     try:
         if op == LifecycleOp.GERMINATE:
             st = model.germinate(action.slot, action.blueprint, action.blend)
             return ActionResult(True, f"germinated {st.seed_id}")
         if op == LifecycleOp.PRUNE:
-            if model.slot(action.slot).stage not in LIVE_STAGES: return ActionResult(False, f"slot {action.slot} has no live seed")
-            model.prune(action.slot, reason=action.reason); return ActionResult(True, "pruned")
+            if model.slot(action.slot).stage not in LIVE_STAGES:
+                return ActionResult(False, f"slot {action.slot} has no live seed")
+            model.prune(action.slot, reason=action.reason)
+            return ActionResult(True, "pruned")
         v = model.fossilize(action.slot) if op == LifecycleOp.FOSSILIZE else model.advance(action.slot)
         return ActionResult(v.passed, f"{v.gate}: {v.reason}")
     except IllegalTransitionError as e:
@@ -109,10 +139,11 @@ def apply_action(
 @dataclass
 class EpisodeResult:
     "Summary of one episode; accuracies in percent."
+
     final_accuracy: float
     best_accuracy: float
-    initial_accuracy: float     # after the first epoch
-    params_added: int           # parameters of the seeds still in the model at the end
+    initial_accuracy: float  # after the first epoch
+    params_added: int  # parameters of the seeds still in the model at the end
     host_params: int
     seeds_germinated: int
     seeds_fossilized: int
@@ -120,11 +151,12 @@ class EpisodeResult:
     rollbacks: int
     epochs: int
     seconds: float
-    history: list[dict[str, Any]] = field(default_factory=list, repr=False)       # one record per epoch
-    lifecycle_log: list[dict[str, Any]] = field(default_factory=list, repr=False) # the model's lifecycle log
+    history: list[dict[str, Any]] = field(default_factory=list, repr=False)  # one record per epoch
+    lifecycle_log: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the model's lifecycle log
 
     @property
-    def seconds_per_epoch(self) -> float: return self.seconds / max(self.epochs, 1)
+    def seconds_per_epoch(self) -> float:
+        return self.seconds / max(self.epochs, 1)
 
     def to_dict(self) -> dict[str, Any]:
         "Scalars only (for printing and JSON)."
@@ -132,55 +164,86 @@ class EpisodeResult:
         d["seconds_per_epoch"] = self.seconds_per_epoch
         return d
 
+
 class Episode:
     "One host-training run, stepped one epoch per controller decision."
-    def __init__(self,
-                 task: Any,                    # an `esper.tasks.Task`
-                 config: EpisodeConfig|None=None, # how to train
-                 hub: Any=None,                # optional telemetry hub (.emit)
-                 env_id: int=0,                # environment id on events
-                 device: str|torch.device="cpu", # where the model trains
-                 stream: "torch.cuda.Stream|None"=None, # CUDA stream for this env's work (None: the current stream)
-                 step_offset: int=0):          # added to the epoch for the `step` of events (vectorized runs)
+
+    def __init__(
+        self,
+        task: Any,  # an `esper.tasks.Task`
+        config: EpisodeConfig | None = None,  # how to train
+        hub: Any = None,  # optional telemetry hub (.emit)
+        env_id: int = 0,  # environment id on events
+        device: str | torch.device = "cpu",  # where the model trains
+        stream: "torch.cuda.Stream|None" = None,  # CUDA stream for this env's work (None: the current stream)
+        step_offset: int = 0,
+    ):  # added to the epoch for the `step` of events (vectorized runs)
         self.task, self.cfg, self.hub, self.env_id = task, config or EpisodeConfig(), hub, env_id
         self.device = resolve_device(device)
-        if stream is not None and self.device.type != "cuda": raise ValueError(f"a CUDA stream needs a CUDA device (got {self.device})")
+        if stream is not None and self.device.type != "cuda":
+            raise ValueError(f"a CUDA stream needs a CUDA device (got {self.device})")
         self.stream, self.step_offset = stream, step_offset
-        self.model: MorphogeneticModel|None = None
+        self.model: MorphogeneticModel | None = None
         self._in_epoch = False
 
     def _emit(self, kind, data, epoch=None):
         if self.hub is not None:
-            self.hub.emit(TelemetryEvent(kind, data, epoch=epoch, env_id=self.env_id,
-                                         step=None if epoch is None else self.step_offset + epoch))
+            self.hub.emit(
+                TelemetryEvent(
+                    kind,
+                    data,
+                    epoch=epoch,
+                    env_id=self.env_id,
+                    step=None if epoch is None else self.step_offset + epoch,
+                )
+            )
 
     def _ctx(self):
         "Run in this episode's CUDA stream (a no-op context without one)."
         return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
 
-    def start(self, seed: int=0) -> None:
+    def start(self, seed: int = 0) -> None:
         "Build a fresh model, its optimizers, governor and tracker; no epoch is trained yet."
         c = self.cfg
         seed_everything(seed)
         host = self.task.make_host(c.host)
-        self.model = MorphogeneticModel(host, c.slots, c.blend_epochs, c.blend_algorithm, c.embargo_epochs, c.gates,
-                                        hub=self.hub, env_id=self.env_id).to(self.device)
-        self.runner = EpochRunner(self.model, self.device, c.host_lr, c.seed_lr, c.momentum,
-                                  lr_schedule=c.lr_schedule, total_epochs=c.max_epochs)
+        self.model = MorphogeneticModel(
+            host,
+            c.slots,
+            c.blend_epochs,
+            c.blend_algorithm,
+            c.embargo_epochs,
+            c.gates,
+            hub=self.hub,
+            env_id=self.env_id,
+        ).to(self.device)
+        self.runner = EpochRunner(
+            self.model,
+            self.device,
+            c.host_lr,
+            c.seed_lr,
+            c.momentum,
+            lr_schedule=c.lr_schedule,
+            total_epochs=c.max_epochs,
+        )
         self.governor = None
         if c.governor:
             bound = blowup_bound(self.task.n_classes)  # judges the first epochs, before a loss history exists
-            self.governor = TolariaGovernor(self.model, runner=self.runner, hub=self.hub, env_id=self.env_id,
-                                            max_loss=bound)
+            self.governor = TolariaGovernor(
+                self.model, runner=self.runner, hub=self.hub, env_id=self.env_id, max_loss=bound
+            )
             self.governor.snapshot(epoch=0)  # the initial weights: what a blow-up in epoch 1 rolls back to
         self.grads = EpisodeGradientStats(self.model)
         self.tracker = SignalTracker()
         self.epoch, self.global_step, self.history = 0, 0, []
         self.host_grad_norm, self.t0, self.done, self._in_epoch = 0.0, time.perf_counter(), False, False
-        self._emit(TelemetryEventType.TRAINING_STARTED, {"task": self.task.name, "max_epochs": c.max_epochs, "seed": seed,
-                                                          "slots": list(self.model.slot_ids)}, 0)
+        self._emit(
+            TelemetryEventType.TRAINING_STARTED,
+            {"task": self.task.name, "max_epochs": c.max_epochs, "seed": seed, "slots": list(self.model.slot_ids)},
+            0,
+        )
 
-    def reset(self, seed: int=0) -> dict[str, Any]:
+    def reset(self, seed: int = 0) -> dict[str, Any]:
         "Build a fresh model, train the first epoch, return the first observation."
         self.start(seed)
         return self._run_epoch(None)
@@ -190,27 +253,33 @@ class Episode:
         obs = self._run_epoch(action)
         return obs, self.history[-1]
 
-    def _run_epoch(self, action: TamiyoAction|None) -> dict[str, Any]:
+    def _run_epoch(self, action: TamiyoAction | None) -> dict[str, Any]:
         "One whole epoch: `begin_epoch`, every batch of the loader through `train_batch`, `end_epoch`."
         self.begin_epoch(action)
         for i, (xb, yb) in enumerate(self.task.train_loader):
-            if self.cfg.max_batches is not None and i >= self.cfg.max_batches: break
+            if self.cfg.max_batches is not None and i >= self.cfg.max_batches:
+                break
             self.train_batch(xb, yb)
         return self.end_epoch()
 
-    def begin_epoch(self, action: TamiyoAction|None=None) -> ActionResult:
+    def begin_epoch(self, action: TamiyoAction | None = None) -> ActionResult:
         "Apply `action` (None before the first epoch) and prepare one epoch of `train_batch` calls."
-        if self.model is None or self.done: raise RuntimeError("call reset() or start() first, and not after the episode is done")
-        if self._in_epoch: raise RuntimeError("begin_epoch called again before end_epoch")
+        if self.model is None or self.done:
+            raise RuntimeError("call reset() or start() first, and not after the episode is done")
+        if self._in_epoch:
+            raise RuntimeError("begin_epoch called again before end_epoch")
         m = self.model
         self._result = ActionResult(True, "reset") if action is None else apply_action(m, action)
         self._action = action
         for s in m.live_slots():  # a seed germinated by the last decision starts incubating now
-            if m.slot(s).stage == SeedStage.GERMINATED: m.advance(s)
+            if m.slot(s).stage == SeedStage.GERMINATED:
+                m.advance(s)
         self.epoch += 1
         self.grads.begin_epoch()
-        # work queued on the default stream (model built, parameters changed above) must finish before the env stream reads it
-        if self.stream is not None: self.stream.wait_stream(torch.cuda.current_stream(self.device))
+        # work queued on the default stream (model built, parameters changed above) must finish
+        # before the env stream reads it
+        if self.stream is not None:
+            self.stream.wait_stream(torch.cuda.current_stream(self.device))
         with self._ctx():
             self._opts = self.runner.optimizers()
             self._loss_sum = torch.zeros((), device=self.device)
@@ -219,29 +288,39 @@ class Episode:
         m.train()
         return self._result
 
-    def train_batch(self,
-                    xb: torch.Tensor, # inputs of one training batch
-                    yb: torch.Tensor, # their labels
-                   ) -> None:
+    def train_batch(
+        self,
+        xb: torch.Tensor,  # inputs of one training batch
+        yb: torch.Tensor,  # their labels
+    ) -> None:
         "One SGD step in this episode's stream; loss and correct counts accumulate on the device in that same stream."
-        if not self._in_epoch: raise RuntimeError("train_batch called outside begin_epoch/end_epoch")
+        if not self._in_epoch:
+            raise RuntimeError("train_batch called outside begin_epoch/end_epoch")
         with self._ctx():
-            loss_sum, correct = train_step(self.model, xb, yb, self._opts, self.device, self.runner.criterion,
-                                           self.grads, self._batches)
-            self._loss_sum += loss_sum      # accumulated in the producing stream: no cross-stream race
+            loss_sum, correct = train_step(
+                self.model, xb, yb, self._opts, self.device, self.runner.criterion, self.grads, self._batches
+            )
+            self._loss_sum += loss_sum  # accumulated in the producing stream: no cross-stream race
             self._correct += correct
-        self._n += len(yb); self._batches += 1
+        self._n += len(yb)
+        self._batches += 1
 
     def end_epoch(self) -> dict[str, Any]:
         "Finish the epoch: governor, validation, seed bookkeeping and telemetry, signals; returns the next observation."
-        if not self._in_epoch: raise RuntimeError("end_epoch called without begin_epoch")
-        if self._n == 0: raise ValueError("the epoch trained no batch (empty loader or max_batches=0)")
+        if not self._in_epoch:
+            raise RuntimeError("end_epoch called without begin_epoch")
+        if self._n == 0:
+            raise ValueError("the epoch trained no batch (empty loader or max_batches=0)")
         self._in_epoch = False
         m, c, action, result = self.model, self.cfg, self._action, self._result
         with self._ctx():
-            if self.stream is not None: self.stream.synchronize()  # accumulators are complete before they are read
-            tr = {"loss": self._loss_sum.item() / self._n, "accuracy": 100.0 * self._correct.item() / self._n,
-                  "seconds": time.perf_counter() - self._t_epoch}
+            if self.stream is not None:
+                self.stream.synchronize()  # accumulators are complete before they are read
+            tr = {
+                "loss": self._loss_sum.item() / self._n,
+                "accuracy": 100.0 * self._correct.item() / self._n,
+                "seconds": time.perf_counter() - self._t_epoch,
+            }
             self.global_step += self.grads.batches
             rollback = None
             if self.governor is not None and self.governor.end_epoch(tr["loss"], self.epoch).panic:
@@ -252,22 +331,47 @@ class Episode:
             self.host_grad_norm = stats.get("host", {}).get("gradient_norm", 0.0)
             cf_stages = {SeedStage[s] for s in c.counterfactual_stages}
             for slot, st in m.seed_states().items():
-                if st.stage not in LIVE_STAGES and st.stage != SeedStage.FOSSILIZED: continue
-                g = stats.get(slot, {"gradient_norm": 0.0, "gradient_health": 0.0, "has_vanishing": True, "has_exploding": False})
-                st.sync_telemetry(g["gradient_norm"], g["gradient_health"], g["has_vanishing"], g["has_exploding"],
-                                  self.epoch, c.max_epochs)
-                if st.stage in cf_stages: m.counterfactual(slot, self.task.val_loader, self.device, with_seed=va["accuracy"])
+                if st.stage not in LIVE_STAGES and st.stage != SeedStage.FOSSILIZED:
+                    continue
+                g = stats.get(
+                    slot, {"gradient_norm": 0.0, "gradient_health": 0.0, "has_vanishing": True, "has_exploding": False}
+                )
+                st.sync_telemetry(
+                    g["gradient_norm"],
+                    g["gradient_health"],
+                    g["has_vanishing"],
+                    g["has_exploding"],
+                    self.epoch,
+                    c.max_epochs,
+                )
+                if st.stage in cf_stages:
+                    m.counterfactual(slot, self.task.val_loader, self.device, with_seed=va["accuracy"])
         train_loss = tr["loss"] if rollback is None else va["loss"]  # a rolled-back epoch's loss may be NaN
         self.tracker.update(self.epoch, train_loss, tr["accuracy"], va["loss"], va["accuracy"], self.global_step)
         self.done = self.epoch >= c.max_epochs
-        rec = {"epoch": self.epoch, "train_loss": train_loss, "train_accuracy": tr["accuracy"], "val_loss": va["loss"],
-               "val_accuracy": va["accuracy"], "seconds": tr["seconds"], "params_added": m.seed_param_count(),
-               "action": None if action is None else action.op.name, "action_slot": None if action is None else action.slot,
-               "action_success": result.success, "action_reason": result.reason, "rollback": rollback,
-               "stages": {s: m.slot(s).stage.name for s in m.slot_ids}, "done": self.done}
+        rec = {
+            "epoch": self.epoch,
+            "train_loss": train_loss,
+            "train_accuracy": tr["accuracy"],
+            "val_loss": va["loss"],
+            "val_accuracy": va["accuracy"],
+            "seconds": tr["seconds"],
+            "params_added": m.seed_param_count(),
+            "action": None if action is None else action.op.name,
+            "action_slot": None if action is None else action.slot,
+            "action_success": result.success,
+            "action_reason": result.reason,
+            "rollback": rollback,
+            "stages": {s: m.slot(s).stage.name for s in m.slot_ids},
+            "done": self.done,
+        }
         self.history.append(rec)
-        self._emit(TelemetryEventType.EPOCH_COMPLETED, {k: v for k, v in rec.items() if k not in ("rollback", "stages")}
-                   | {f"stage_{s}": v for s, v in rec["stages"].items()}, self.epoch)
+        self._emit(
+            TelemetryEventType.EPOCH_COMPLETED,
+            {k: v for k, v in rec.items() if k not in ("rollback", "stages")}
+            | {f"stage_{s}": v for s, v in rec["stages"].items()},
+            self.epoch,
+        )
         return self.observation()
 
     def observation(self) -> dict[str, Any]:
@@ -276,21 +380,38 @@ class Episode:
         live = [(st.metrics.germinated_epoch, s) for s, st in m.seed_states().items() if st.stage in LIVE_STAGES]
         focus = m.slot(max(live)[1]).state if live else None
         fm = focus.metrics if focus else None
-        obs.update({
-            "max_epochs": self.cfg.max_epochs, "has_active_seed": float(focus is not None),
-            "seed_stage": int(focus.stage) if focus else 0, "seed_epochs_in_stage": fm.epochs_in_current_stage if focus else 0,
-            "seed_alpha": focus.alpha if focus else 0.0, "seed_improvement": fm.accuracy_gain if focus else 0.0,
-            "available_slots": sum(m.slot(s).stage == SeedStage.DORMANT for s in m.slot_ids),
-            "seed_counterfactual": (fm.contribution or 0.0) if focus else 0.0,
-            "host_grad_norm": self.host_grad_norm, "host_learning_phase": self.epoch / self.cfg.max_epochs,
-            "seed_blueprint_id": BLUEPRINTS.index(focus.blueprint_id) + 1 if focus else 0,
-            "focus_slot": focus.slot_id if focus else None,
-            "slots": {s: {"stage": int(m.slot(s).stage), "alpha": m.slot(s).alpha, "gate_open": m.gate_open(s),
-                          "probation": m.in_probation(s),
-                          "blueprint_id": BLUEPRINTS.index(m.slot(s).state.blueprint_id) + 1 if m.slot(s).seed is not None else 0,
-                          "contribution": (m.slot(s).state.metrics.contribution or 0.0) if m.slot(s).state else 0.0,
-                          "telemetry": m.slot(s).state.telemetry.to_features() if m.slot(s).seed is not None else [0.0] * 10}
-                      for s in m.slot_ids}})
+        obs.update(
+            {
+                "max_epochs": self.cfg.max_epochs,
+                "has_active_seed": float(focus is not None),
+                "seed_stage": int(focus.stage) if focus else 0,
+                "seed_epochs_in_stage": fm.epochs_in_current_stage if focus else 0,
+                "seed_alpha": focus.alpha if focus else 0.0,
+                "seed_improvement": fm.accuracy_gain if focus else 0.0,
+                "available_slots": sum(m.slot(s).stage == SeedStage.DORMANT for s in m.slot_ids),
+                "seed_counterfactual": (fm.contribution or 0.0) if focus else 0.0,
+                "host_grad_norm": self.host_grad_norm,
+                "host_learning_phase": self.epoch / self.cfg.max_epochs,
+                "seed_blueprint_id": BLUEPRINTS.index(focus.blueprint_id) + 1 if focus else 0,
+                "focus_slot": focus.slot_id if focus else None,
+                "slots": {
+                    s: {
+                        "stage": int(m.slot(s).stage),
+                        "alpha": m.slot(s).alpha,
+                        "gate_open": m.gate_open(s),
+                        "probation": m.in_probation(s),
+                        "blueprint_id": BLUEPRINTS.index(m.slot(s).state.blueprint_id) + 1
+                        if m.slot(s).seed is not None
+                        else 0,
+                        "contribution": (m.slot(s).state.metrics.contribution or 0.0) if m.slot(s).state else 0.0,
+                        "telemetry": m.slot(s).state.telemetry.to_features()
+                        if m.slot(s).seed is not None
+                        else [0.0] * 10,
+                    }
+                    for s in m.slot_ids
+                },
+            }
+        )
         return obs
 
     def result(self) -> EpisodeResult:
@@ -298,25 +419,38 @@ class Episode:
         m, log = self.model, self.model.lifecycle_log
         accs = [r["val_accuracy"] for r in self.history]
         count = lambda to: sum(r["to"] == to for r in log)
-        return EpisodeResult(accs[-1], max(accs), accs[0], m.seed_param_count(), sum(p.numel() for p in m.get_host_parameters()),
-                             sum(r["from"] == "DORMANT" for r in log), count("FOSSILIZED"), count("PRUNED"),
-                             self.governor.rollbacks if self.governor else 0, self.epoch, time.perf_counter() - self.t0,
-                             list(self.history), list(log))
+        return EpisodeResult(
+            accs[-1],
+            max(accs),
+            accs[0],
+            m.seed_param_count(),
+            sum(p.numel() for p in m.get_host_parameters()),
+            sum(r["from"] == "DORMANT" for r in log),
+            count("FOSSILIZED"),
+            count("PRUNED"),
+            self.governor.rollbacks if self.governor else 0,
+            self.epoch,
+            time.perf_counter() - self.t0,
+            list(self.history),
+            list(log),
+        )
+
 
 def run_episode(
-    task: Any,                          # an `esper.tasks.Task`
-    controller: Controller,             # decides after each epoch
-    config: EpisodeConfig|None=None,    # how to train
-    seed: int=0,                        # seeds model init and shuffling
-    hub: Any=None,                      # optional telemetry hub
-    env_id: int=0,                      # environment id on events
-    device: str|torch.device="cpu",     # where to train
+    task: Any,  # an `esper.tasks.Task`
+    controller: Controller,  # decides after each epoch
+    config: EpisodeConfig | None = None,  # how to train
+    seed: int = 0,  # seeds model init and shuffling
+    hub: Any = None,  # optional telemetry hub
+    env_id: int = 0,  # environment id on events
+    device: str | torch.device = "cpu",  # where to train
 ) -> EpisodeResult:
     "Run one episode to the end with `controller` and return its summary."
     ep = Episode(task, config, hub, env_id, device)
     controller.reset()
     obs = ep.reset(seed)
-    while not ep.done: obs, _ = ep.step(controller.decide(obs, ep.model))
+    while not ep.done:
+        obs, _ = ep.step(controller.decide(obs, ep.model))
     res = ep.result()
     ep._emit(TelemetryEventType.EPISODE_COMPLETED, res.to_dict(), ep.epoch)
     return res

@@ -11,20 +11,32 @@ from collections.abc import Sequence
 
 import torch
 
-from ..leyline import (BASE_FEATURE_DIM, BLUEPRINTS, HEAD_NAMES, LIVE_STAGES, N_FLAT_ACTIONS, FlatAction,
-                           LifecycleOp, SeedStage, factored_head_sizes)
+from esper.leyline import (
+    BASE_FEATURE_DIM,
+    BLUEPRINTS,
+    HEAD_NAMES,
+    LIVE_STAGES,
+    N_FLAT_ACTIONS,
+    FlatAction,
+    LifecycleOp,
+    SeedStage,
+    factored_head_sizes,
+)
 
 # %% ../../nbs/tamiyo/05_features.ipynb #dae83353
 def safe(
-    value: float,          # a possibly non-finite number
-    default: float=0.0,    # returned for NaN/Inf/None
-    max_val: float=100.0,  # result is clipped to [-max_val, max_val]
+    value: float,  # a possibly non-finite number
+    default: float = 0.0,  # returned for NaN/Inf/None
+    max_val: float = 100.0,  # result is clipped to [-max_val, max_val]
 ) -> float:
     "A finite float: `default` for NaN/Inf/None, else `value` clipped to `[-max_val, max_val]`."
-    if value is None: return float(default)
+    if value is None:
+        return float(default)
     v = float(value)
-    if not math.isfinite(v): return float(default)
+    if not math.isfinite(v):
+        return float(default)
     return max(-max_val, min(max_val, v))
+
 
 def _last5(hist: Sequence[float]) -> list[float]:
     h = [float(x) for x in hist][-5:]
@@ -32,8 +44,8 @@ def _last5(hist: Sequence[float]) -> list[float]:
 
 # %% ../../nbs/tamiyo/05_features.ipynb #0a719595
 def obs_to_base_features(
-    obs: dict,            # observation dict (keys in the table above)
-    max_epochs: int=200,  # episode length used to scale epoch and step
+    obs: dict,  # observation dict (keys in the table above)
+    max_epochs: int = 200,  # episode length used to scale epoch and step
 ) -> list[float]:
     "The 35 base features as a list of floats."
     blueprint_id = int(obs.get("seed_blueprint_id", 0) or 0)
@@ -64,73 +76,97 @@ def obs_to_base_features(
         *one_hot,
     ]
 
+
 def obs_to_base_features_tensor(
-    obs: dict,                       # observation dict (keys in the table above)
-    device: torch.device|str="cpu",  # where the tensor lives
-    max_epochs: int=200,             # episode length used to scale epoch and step
-    out: torch.Tensor|None=None,     # optional pre-allocated `[35]` float32 tensor, filled in place
+    obs: dict,  # observation dict (keys in the table above)
+    device: torch.device | str = "cpu",  # where the tensor lives
+    max_epochs: int = 200,  # episode length used to scale epoch and step
+    out: torch.Tensor | None = None,  # optional pre-allocated `[35]` float32 tensor, filled in place
 ) -> torch.Tensor:
     "The 35 base features as a float32 tensor (written into `out` when given)."
-    if out is None: out = torch.empty(BASE_FEATURE_DIM, dtype=torch.float32, device=device)
-    elif out.shape != (BASE_FEATURE_DIM,): raise ValueError(f"out must have shape ({BASE_FEATURE_DIM},) (got {tuple(out.shape)})")
+    if out is None:
+        out = torch.empty(BASE_FEATURE_DIM, dtype=torch.float32, device=device)
+    elif out.shape != (BASE_FEATURE_DIM,):
+        raise ValueError(f"out must have shape ({BASE_FEATURE_DIM},) (got {tuple(out.shape)})")
     out.copy_(torch.tensor(obs_to_base_features(obs, max_epochs), dtype=torch.float32), non_blocking=True)
     return out
 
 # %% ../../nbs/tamiyo/05_features.ipynb #113fea3b
-def ops_allowed(stage: SeedStage|int|None) -> list[bool]:
+def ops_allowed(stage: SeedStage | int | None) -> list[bool]:
     "For one slot, whether each `LifecycleOp` is legal (indexed by op value); None = blocked slot."
     s = None if stage is None else SeedStage(stage)
-    ok = {LifecycleOp.WAIT: True,
-          LifecycleOp.GERMINATE: s == SeedStage.DORMANT,
-          LifecycleOp.ADVANCE: s in (SeedStage.GERMINATED, SeedStage.TRAINING, SeedStage.BLENDING),
-          LifecycleOp.FOSSILIZE: s == SeedStage.HOLDING,
-          LifecycleOp.PRUNE: s in LIVE_STAGES}
+    ok = {
+        LifecycleOp.WAIT: True,
+        LifecycleOp.GERMINATE: s == SeedStage.DORMANT,
+        LifecycleOp.ADVANCE: s in (SeedStage.GERMINATED, SeedStage.TRAINING, SeedStage.BLENDING),
+        LifecycleOp.FOSSILIZE: s == SeedStage.HOLDING,
+        LifecycleOp.PRUNE: s in LIVE_STAGES,
+    }
     return [ok[op] for op in LifecycleOp]
 
-def _slot_stages(state) -> list[SeedStage|None]:
+
+def _slot_stages(state) -> list[SeedStage | None]:
     "Stages of every slot from the accepted input forms."
     if isinstance(state, dict):
-        if "slot_stages" in state: return _slot_stages(state["slot_stages"])
-        if float(state.get("has_active_seed", 0)) > 0: return [SeedStage(int(state["seed_stage"]))]
+        if "slot_stages" in state:
+            return _slot_stages(state["slot_stages"])
+        if float(state.get("has_active_seed", 0)) > 0:
+            return [SeedStage(int(state["seed_stage"]))]
         return [SeedStage.DORMANT if float(state.get("available_slots", 1)) > 0 else None]
-    if isinstance(state, (int, SeedStage)): return [SeedStage(state)]
+    if isinstance(state, (int, SeedStage)):
+        return [SeedStage(state)]
     return [None if s is None else SeedStage(int(s)) for s in state]
 
+
 def compute_action_mask(
-    state,                        # slot stage(s): SeedStage/int, a list of them, or an observation dict
-    factored: bool=False,         # per-head masks (dict keyed by HEAD_NAMES) instead of a flat mask
-    target_slot: int=0,           # the slot the flat space acts on
-    device: torch.device|str="cpu",
-    gates_open: Sequence[bool]|None=None, # per slot: would ADVANCE/FOSSILIZE pass its gate now (None: don't check)
-    probation: Sequence[bool]|None=None,  # per slot: the seed is too young to judge, so PRUNE is masked (None: never)
-) -> torch.Tensor|dict[str, torch.Tensor]:
+    state,  # slot stage(s): SeedStage/int, a list of them, or an observation dict
+    factored: bool = False,  # per-head masks (dict keyed by HEAD_NAMES) instead of a flat mask
+    target_slot: int = 0,  # the slot the flat space acts on
+    device: torch.device | str = "cpu",
+    gates_open: Sequence[bool] | None = None,  # per slot: would ADVANCE/FOSSILIZE pass its gate now (None: don't check)
+    probation: Sequence[bool]
+    | None = None,  # per slot: the seed is too young to judge, so PRUNE is masked (None: never)
+) -> torch.Tensor | dict[str, torch.Tensor]:
     "Boolean mask(s) of the actions the lifecycle allows (and, with `gates_open`, that its gates would let through)."
     stages = _slot_stages(state)
-    if not stages: raise ValueError("compute_action_mask needs at least one slot stage")
+    if not stages:
+        raise ValueError("compute_action_mask needs at least one slot stage")
     per_slot = [ops_allowed(s) for s in stages]
     if gates_open is not None:
         if len(gates_open) != len(stages):
             raise ValueError(f"gates_open must have one entry per slot ({len(stages)}; got {len(gates_open)})")
         for ok, is_open in zip(per_slot, gates_open):
-            if not is_open: ok[LifecycleOp.ADVANCE] = ok[LifecycleOp.FOSSILIZE] = False
+            if not is_open:
+                ok[LifecycleOp.ADVANCE] = ok[LifecycleOp.FOSSILIZE] = False
     if probation is not None:
         if len(probation) != len(stages):
             raise ValueError(f"probation must have one entry per slot ({len(stages)}; got {len(probation)})")
         for ok, young in zip(per_slot, probation):
-            if young: ok[LifecycleOp.PRUNE] = False
+            if young:
+                ok[LifecycleOp.PRUNE] = False
     if not factored:
-        if not 0 <= target_slot < len(stages): raise ValueError(f"target_slot must be in [0, {len(stages) - 1}] (got {target_slot})")
+        if not 0 <= target_slot < len(stages):
+            raise ValueError(f"target_slot must be in [0, {len(stages) - 1}] (got {target_slot})")
         ok = per_slot[target_slot]
         mask = [False] * N_FLAT_ACTIONS
         mask[FlatAction.WAIT] = True
-        for i in range(len(BLUEPRINTS)): mask[FlatAction.GERMINATE_NORM + i] = ok[LifecycleOp.GERMINATE]
-        mask[FlatAction.ADVANCE], mask[FlatAction.FOSSILIZE], mask[FlatAction.PRUNE] = \
-            ok[LifecycleOp.ADVANCE], ok[LifecycleOp.FOSSILIZE], ok[LifecycleOp.PRUNE]
+        for i in range(len(BLUEPRINTS)):
+            mask[FlatAction.GERMINATE_NORM + i] = ok[LifecycleOp.GERMINATE]
+        mask[FlatAction.ADVANCE], mask[FlatAction.FOSSILIZE], mask[FlatAction.PRUNE] = (
+            ok[LifecycleOp.ADVANCE],
+            ok[LifecycleOp.FOSSILIZE],
+            ok[LifecycleOp.PRUNE],
+        )
         return torch.tensor(mask, dtype=torch.bool, device=device)
     sizes = factored_head_sizes(len(stages))
     op = [any(ok[o] for ok in per_slot) for o in range(sizes["op"])]
     slot = [any(ok[1:]) for ok in per_slot]
-    if not any(slot): slot = [True] * len(stages)
-    return {"slot": torch.tensor(slot, device=device), "blueprint": torch.ones(sizes["blueprint"], dtype=torch.bool, device=device),
-            "blend": torch.ones(sizes["blend"], dtype=torch.bool, device=device), "op": torch.tensor(op, device=device),
-            "op|slot": torch.tensor(per_slot, dtype=torch.bool, device=device)}
+    if not any(slot):
+        slot = [True] * len(stages)
+    return {
+        "slot": torch.tensor(slot, device=device),
+        "blueprint": torch.ones(sizes["blueprint"], dtype=torch.bool, device=device),
+        "blend": torch.ones(sizes["blend"], dtype=torch.bool, device=device),
+        "op": torch.tensor(op, device=device),
+        "op|slot": torch.tensor(per_slot, dtype=torch.bool, device=device),
+    }

@@ -17,29 +17,41 @@ from .signals import TamiyoAction
 @dataclass(frozen=True)
 class HeuristicConfig:
     "Thresholds of the heuristic controller; accuracies in points."
-    plateau_epochs: int = 2             # plateau counter needed to germinate...
-    min_progress: float = 2.0           # ...or accuracy rising slower than this (points/epoch) over the window
-    progress_window: int = 3            # epochs of that rate
-    min_epoch_to_germinate: int = 2     # never germinate before this epoch
-    blueprints: tuple[str, ...] = ("conv_heavy", "conv_small", "depthwise", "attention", "norm") # preference order
-    blend: str = "linear"               # blend curve of new seeds
-    blueprint_cooldown: int = 10        # epochs a pruned blueprint is avoided
-    prune_below: float = -0.5           # prune a BLENDING/HOLDING seed whose contribution is below this
-    max_training_epochs: int = 8        # prune a seed stuck this long in TRAINING
-    stall_epochs: int = 6               # after this many epochs a seed must have gained accuracy...
-    min_gain: float = 0.0               # ...more than this many points since germination
+
+    plateau_epochs: int = 2  # plateau counter needed to germinate...
+    min_progress: float = 2.0  # ...or accuracy rising slower than this (points/epoch) over the window
+    progress_window: int = 3  # epochs of that rate
+    min_epoch_to_germinate: int = 2  # never germinate before this epoch
+    blueprints: tuple[str, ...] = ("conv_heavy", "conv_small", "depthwise", "attention", "norm")  # preference order
+    blend: str = "linear"  # blend curve of new seeds
+    blueprint_cooldown: int = 10  # epochs a pruned blueprint is avoided
+    prune_below: float = -0.5  # prune a BLENDING/HOLDING seed whose contribution is below this
+    max_training_epochs: int = 8  # prune a seed stuck this long in TRAINING
+    stall_epochs: int = 6  # after this many epochs a seed must have gained accuracy...
+    min_gain: float = 0.0  # ...more than this many points since germination
 
     def __post_init__(self):
         bad = [b for b in self.blueprints if b not in BLUEPRINTS]
-        if bad or not self.blueprints: raise ValueError(f"blueprints must be a non-empty subset of {BLUEPRINTS} (got {list(self.blueprints)})")
+        if bad or not self.blueprints:
+            raise ValueError(f"blueprints must be a non-empty subset of {BLUEPRINTS} (got {list(self.blueprints)})")
         BlendAlgorithm(self.blend)
-        if not 1 <= self.progress_window <= 4: raise ValueError(f"progress_window must be in [1, 4] (got {self.progress_window})")
-        for f in ("plateau_epochs", "min_epoch_to_germinate", "blueprint_cooldown", "max_training_epochs", "stall_epochs"):
-            if getattr(self, f) < 0: raise ValueError(f"{f} must be >= 0 (got {getattr(self, f)})")
+        if not 1 <= self.progress_window <= 4:
+            raise ValueError(f"progress_window must be in [1, 4] (got {self.progress_window})")
+        for f in (
+            "plateau_epochs",
+            "min_epoch_to_germinate",
+            "blueprint_cooldown",
+            "max_training_epochs",
+            "stall_epochs",
+        ):
+            if getattr(self, f) < 0:
+                raise ValueError(f"{f} must be >= 0 (got {getattr(self, f)})")
+
 
 class HeuristicTamiyo:
     "Rule-based controller over a `MorphogeneticModel`."
-    def __init__(self, config: HeuristicConfig|None=None):
+
+    def __init__(self, config: HeuristicConfig | None = None):
         self.cfg = config or HeuristicConfig()
         self.reset()
 
@@ -51,14 +63,16 @@ class HeuristicTamiyo:
         "Blueprint -> epoch of its last prune, for prunes within the cooldown."
         out = {}
         for r in model.lifecycle_log:
-            if r["to"] == "PRUNED" and epoch - r["epoch"] < self.cfg.blueprint_cooldown: out[r["blueprint"]] = r["epoch"]
+            if r["to"] == "PRUNED" and epoch - r["epoch"] < self.cfg.blueprint_cooldown:
+                out[r["blueprint"]] = r["epoch"]
         return out
 
     def choose_blueprint(self, model: MorphogeneticModel, epoch: int) -> str:
         "First preferred blueprint not pruned recently; else the one pruned longest ago."
         recent = self.pruned_recently(model, epoch)
         for b in self.cfg.blueprints:
-            if b not in recent: return b
+            if b not in recent:
+                return b
         return min(self.cfg.blueprints, key=lambda b: recent[b])
 
     def decide(self, observation: dict[str, Any], model: MorphogeneticModel) -> TamiyoAction:
@@ -70,33 +84,59 @@ class HeuristicTamiyo:
     def _decide(self, obs: dict[str, Any], model: MorphogeneticModel) -> TamiyoAction:
         c, epoch = self.cfg, int(obs["epoch"])
         states = model.seed_states()
-        for slot, st in states.items():                       # 1. prune what hurts or stalls
+        for slot, st in states.items():  # 1. prune what hurts or stalls
             m = st.metrics
-            if st.stage in (SeedStage.BLENDING, SeedStage.HOLDING) and m.contribution is not None and m.contribution < c.prune_below:
+            if (
+                st.stage in (SeedStage.BLENDING, SeedStage.HOLDING)
+                and m.contribution is not None
+                and m.contribution < c.prune_below
+            ):
                 return TamiyoAction(LifecycleOp.PRUNE, slot, reason=f"hurts: contribution {m.contribution:+.2f}")
             if st.stage == SeedStage.TRAINING and m.epochs_in_current_stage > c.max_training_epochs:
-                return TamiyoAction(LifecycleOp.PRUNE, slot, reason=f"stalled {m.epochs_in_current_stage} epochs in TRAINING")
-            if st.stage in (SeedStage.TRAINING, SeedStage.BLENDING) and m.epochs_total >= c.stall_epochs and m.accuracy_gain <= c.min_gain:
-                return TamiyoAction(LifecycleOp.PRUNE, slot, reason=f"stalled: {m.accuracy_gain:+.2f} points in {m.epochs_total} epochs")
-        for slot, st in states.items():                       # 2. fossilize or reject HOLDING seeds
-            if st.stage != SeedStage.HOLDING: continue
+                return TamiyoAction(
+                    LifecycleOp.PRUNE, slot, reason=f"stalled {m.epochs_in_current_stage} epochs in TRAINING"
+                )
+            if (
+                st.stage in (SeedStage.TRAINING, SeedStage.BLENDING)
+                and m.epochs_total >= c.stall_epochs
+                and m.accuracy_gain <= c.min_gain
+            ):
+                return TamiyoAction(
+                    LifecycleOp.PRUNE, slot, reason=f"stalled: {m.accuracy_gain:+.2f} points in {m.epochs_total} epochs"
+                )
+        for slot, st in states.items():  # 2. fossilize or reject HOLDING seeds
+            if st.stage != SeedStage.HOLDING:
+                continue
             v = check_gate(st, SeedStage.FOSSILIZED, model.gates)
-            if v: return TamiyoAction(LifecycleOp.FOSSILIZE, slot, reason=v.reason)
+            if v:
+                return TamiyoAction(LifecycleOp.FOSSILIZE, slot, reason=v.reason)
             m = st.metrics
-            if m.contribution is not None and m.contribution_epoch > st.history[-1][0] and m.contribution <= model.gates.min_contribution:
+            if (
+                m.contribution is not None
+                and m.contribution_epoch > st.history[-1][0]
+                and m.contribution <= model.gates.min_contribution
+            ):
                 return TamiyoAction(LifecycleOp.PRUNE, slot, reason=f"no contribution ({m.contribution:+.2f})")
-        for slot, st in states.items():                       # 3. advance through the gates
-            nxt = {SeedStage.GERMINATED: SeedStage.TRAINING, SeedStage.TRAINING: SeedStage.BLENDING,
-                   SeedStage.BLENDING: SeedStage.HOLDING}.get(st.stage)
+        for slot, st in states.items():  # 3. advance through the gates
+            nxt = {
+                SeedStage.GERMINATED: SeedStage.TRAINING,
+                SeedStage.TRAINING: SeedStage.BLENDING,
+                SeedStage.BLENDING: SeedStage.HOLDING,
+            }.get(st.stage)
             if nxt is not None and (v := check_gate(st, nxt, model.gates)):
                 return TamiyoAction(LifecycleOp.ADVANCE, slot, reason=v.reason)
         busy = any(st.stage in (SeedStage.GERMINATED, SeedStage.TRAINING, SeedStage.BLENDING) for st in states.values())
         dormant = [s for s in model.slot_ids if model.slot(s).stage == SeedStage.DORMANT]
-        hist = obs["accuracy_history_5"][-(c.progress_window + 1):]
+        hist = obs["accuracy_history_5"][-(c.progress_window + 1) :]
         rate = (hist[-1] - hist[0]) / c.progress_window
         stuck = obs["plateau_epochs"] >= c.plateau_epochs or (epoch > c.progress_window and rate < c.min_progress)
         if not busy and dormant and epoch >= c.min_epoch_to_germinate and stuck:
-            bp = self.choose_blueprint(model, epoch)   # 4. germinate on plateau
-            return TamiyoAction(LifecycleOp.GERMINATE, dormant[0], bp, c.blend,
-                                reason=f"plateau {obs['plateau_epochs']} epochs, progress {rate:+.2f} points/epoch")
+            bp = self.choose_blueprint(model, epoch)  # 4. germinate on plateau
+            return TamiyoAction(
+                LifecycleOp.GERMINATE,
+                dormant[0],
+                bp,
+                c.blend,
+                reason=f"plateau {obs['plateau_epochs']} epochs, progress {rate:+.2f} points/epoch",
+            )
         return TamiyoAction.wait("nothing to do")

@@ -15,94 +15,138 @@ from ..leyline import LifecycleOp, BLUEPRINTS, BlendAlgorithm
 @dataclass(slots=True)
 class TrainingSignals:
     "The host's training signals after one epoch; accuracies in percent."
+
     epoch: int = 0
     global_step: int = 0
     train_loss: float = 0.0
     train_accuracy: float = 0.0
     val_loss: float = 0.0
     val_accuracy: float = 0.0
-    loss_delta: float = 0.0        # val loss minus the previous epoch's (negative = improving)
-    accuracy_delta: float = 0.0    # val accuracy minus the previous epoch's, in points
-    plateau_epochs: int = 0        # consecutive epochs without beating the best accuracy by the threshold
+    loss_delta: float = 0.0  # val loss minus the previous epoch's (negative = improving)
+    accuracy_delta: float = 0.0  # val accuracy minus the previous epoch's, in points
+    plateau_epochs: int = 0  # consecutive epochs without beating the best accuracy by the threshold
     best_val_accuracy: float = 0.0
     best_val_loss: float = float("inf")
-    loss_history: list[float] = field(default_factory=list)     # last `history_len` val losses, oldest first
-    accuracy_history: list[float] = field(default_factory=list) # last `history_len` val accuracies, oldest first
+    loss_history: list[float] = field(default_factory=list)  # last `history_len` val losses, oldest first
+    accuracy_history: list[float] = field(default_factory=list)  # last `history_len` val accuracies, oldest first
 
     def to_obs(self) -> dict[str, Any]:
         "The observation dict the feature extractor reads (histories padded on the left to 5)."
         pad = lambda h: ([h[0]] * (5 - len(h)) + h[-5:]) if h else [0.0] * 5
-        return {"epoch": self.epoch, "global_step": self.global_step, "train_loss": self.train_loss,
-                "val_loss": self.val_loss, "loss_delta": self.loss_delta, "train_accuracy": self.train_accuracy,
-                "val_accuracy": self.val_accuracy, "accuracy_delta": self.accuracy_delta,
-                "plateau_epochs": self.plateau_epochs, "best_val_accuracy": self.best_val_accuracy,
-                "best_val_loss": self.best_val_loss, "loss_history_5": pad(self.loss_history),
-                "accuracy_history_5": pad(self.accuracy_history)}
+        return {
+            "epoch": self.epoch,
+            "global_step": self.global_step,
+            "train_loss": self.train_loss,
+            "val_loss": self.val_loss,
+            "loss_delta": self.loss_delta,
+            "train_accuracy": self.train_accuracy,
+            "val_accuracy": self.val_accuracy,
+            "accuracy_delta": self.accuracy_delta,
+            "plateau_epochs": self.plateau_epochs,
+            "best_val_accuracy": self.best_val_accuracy,
+            "best_val_loss": self.best_val_loss,
+            "loss_history_5": pad(self.loss_history),
+            "accuracy_history_5": pad(self.accuracy_history),
+        }
+
 
 class SignalTracker:
     "Accumulates per-epoch metrics into `TrainingSignals`."
-    def __init__(self,
-                 plateau_threshold: float=0.5, # points of accuracy that count as an improvement
-                 history_len: int=5):          # length of the histories in the signals
-        if plateau_threshold < 0: raise ValueError(f"plateau_threshold must be >= 0 (got {plateau_threshold})")
-        if history_len < 1: raise ValueError(f"history_len must be >= 1 (got {history_len})")
+
+    def __init__(
+        self,
+        plateau_threshold: float = 0.5,  # points of accuracy that count as an improvement
+        history_len: int = 5,
+    ):  # length of the histories in the signals
+        if plateau_threshold < 0:
+            raise ValueError(f"plateau_threshold must be >= 0 (got {plateau_threshold})")
+        if history_len < 1:
+            raise ValueError(f"history_len must be >= 1 (got {history_len})")
         self.plateau_threshold, self.history_len = plateau_threshold, history_len
         self.reset()
 
     def reset(self) -> None:
         "Forget everything (new episode)."
-        self.loss_history: list[float] = []; self.accuracy_history: list[float] = []
-        self.train_loss_history: list[float] = []; self.train_accuracy_history: list[float] = []
+        self.loss_history: list[float] = []
+        self.accuracy_history: list[float] = []
+        self.train_loss_history: list[float] = []
+        self.train_accuracy_history: list[float] = []
         self.best_val_accuracy, self.best_val_loss, self.plateau_epochs = 0.0, float("inf"), 0
-        self.latest: TrainingSignals|None = None
+        self.latest: TrainingSignals | None = None
 
-    def update(self,
-               epoch: int,            # epoch just finished
-               train_loss: float,     # its mean training loss
-               train_accuracy: float, # its training accuracy, percent
-               val_loss: float,       # validation loss
-               val_accuracy: float,   # validation accuracy, percent
-               global_step: int=0,    # optimizer steps so far
-              ) -> TrainingSignals:
+    def update(
+        self,
+        epoch: int,  # epoch just finished
+        train_loss: float,  # its mean training loss
+        train_accuracy: float,  # its training accuracy, percent
+        val_loss: float,  # validation loss
+        val_accuracy: float,  # validation accuracy, percent
+        global_step: int = 0,  # optimizer steps so far
+    ) -> TrainingSignals:
         "Fold in one epoch and return the new signals."
-        if not 0.0 <= val_accuracy <= 100.0: raise ValueError(f"val_accuracy must be a percentage in [0, 100] (got {val_accuracy})")
+        if not 0.0 <= val_accuracy <= 100.0:
+            raise ValueError(f"val_accuracy must be a percentage in [0, 100] (got {val_accuracy})")
         prev_loss = self.loss_history[-1] if self.loss_history else val_loss
         prev_acc = self.accuracy_history[-1] if self.accuracy_history else val_accuracy
-        if self.accuracy_history and val_accuracy <= self.best_val_accuracy + self.plateau_threshold: self.plateau_epochs += 1
-        else: self.plateau_epochs = 0
+        if self.accuracy_history and val_accuracy <= self.best_val_accuracy + self.plateau_threshold:
+            self.plateau_epochs += 1
+        else:
+            self.plateau_epochs = 0
         self.best_val_accuracy = max(self.best_val_accuracy, val_accuracy)
         self.best_val_loss = min(self.best_val_loss, val_loss)
-        for h, v in ((self.loss_history, val_loss), (self.accuracy_history, val_accuracy),
-                     (self.train_loss_history, train_loss), (self.train_accuracy_history, train_accuracy)): h.append(float(v))
+        for h, v in (
+            (self.loss_history, val_loss),
+            (self.accuracy_history, val_accuracy),
+            (self.train_loss_history, train_loss),
+            (self.train_accuracy_history, train_accuracy),
+        ):
+            h.append(float(v))
         n = self.history_len
-        self.latest = TrainingSignals(epoch, global_step, float(train_loss), float(train_accuracy), float(val_loss),
-                                      float(val_accuracy), float(val_loss - prev_loss), float(val_accuracy - prev_acc),
-                                      self.plateau_epochs, self.best_val_accuracy, self.best_val_loss,
-                                      self.loss_history[-n:], self.accuracy_history[-n:])
+        self.latest = TrainingSignals(
+            epoch,
+            global_step,
+            float(train_loss),
+            float(train_accuracy),
+            float(val_loss),
+            float(val_accuracy),
+            float(val_loss - prev_loss),
+            float(val_accuracy - prev_acc),
+            self.plateau_epochs,
+            self.best_val_accuracy,
+            self.best_val_loss,
+            self.loss_history[-n:],
+            self.accuracy_history[-n:],
+        )
         return self.latest
 
 # %% ../../nbs/tamiyo/00_signals.ipynb #b99736e9
 @dataclass(frozen=True, slots=True)
 class TamiyoAction:
     "One decision: an op, the slot it targets and (to germinate) a blueprint and blend curve."
+
     op: LifecycleOp
-    slot: str|None = None
-    blueprint: str|None = None
-    blend: BlendAlgorithm|None = None
+    slot: str | None = None
+    blueprint: str | None = None
+    blend: BlendAlgorithm | None = None
     reason: str = ""
 
     def __post_init__(self):
         object.__setattr__(self, "op", LifecycleOp(self.op))
-        if self.blend is not None: object.__setattr__(self, "blend", BlendAlgorithm(self.blend))
-        if self.op != LifecycleOp.WAIT and self.slot is None: raise ValueError(f"{self.op.name} needs a slot")
+        if self.blend is not None:
+            object.__setattr__(self, "blend", BlendAlgorithm(self.blend))
+        if self.op != LifecycleOp.WAIT and self.slot is None:
+            raise ValueError(f"{self.op.name} needs a slot")
         if self.op == LifecycleOp.GERMINATE and self.blueprint not in BLUEPRINTS:
             raise ValueError(f"GERMINATE needs blueprint in {BLUEPRINTS} (got {self.blueprint!r})")
 
     @classmethod
-    def wait(cls, reason: str="") -> "TamiyoAction": return cls(LifecycleOp.WAIT, reason=reason)
+    def wait(cls, reason: str = "") -> "TamiyoAction":
+        return cls(LifecycleOp.WAIT, reason=reason)
+
 
 @runtime_checkable
 class Controller(Protocol):
     "What the episode runner needs from a controller."
+
     def reset(self) -> None: ...
     def decide(self, observation: dict[str, Any], model: Any) -> TamiyoAction: ...

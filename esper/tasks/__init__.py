@@ -29,28 +29,33 @@ def default_data_dir() -> Path:
     "Where datasets are cached: `$ESPER_DATA_DIR`, else `~/.cache/esper`."
     return Path(os.environ.get("ESPER_DATA_DIR", Path.home() / ".cache" / "esper"))
 
+
 TASK_NAMES = ("mnist1d", "cifar10")
+
 
 @dataclass
 class TaskConfig:
     "How to load a task: which data, where, in what batches, and which host preset by default."
-    name: str = "mnist1d"          # task name, one of `TASK_NAMES`
-    data_dir: Path|str|None = None # cache/download folder (default: `default_data_dir()`)
-    batch_size: int = 64           # training batch size
-    val_batch_size: int = 512      # validation batch size
-    data_seed: int = 42            # seed that generates MNIST-1D (42 = the published dataset)
-    shuffle_seed: int = 0          # seed of the training-set shuffling
-    download: bool = False         # CIFAR-10: download if missing
-    augment: bool = True           # CIFAR-10: random crop + flip on the training set
-    num_workers: int = 0           # DataLoader workers (CIFAR-10 only)
-    host: str|None = None          # default host preset (None: the task's default)
+
+    name: str = "mnist1d"  # task name, one of `TASK_NAMES`
+    data_dir: Path | str | None = None  # cache/download folder (default: `default_data_dir()`)
+    batch_size: int = 64  # training batch size
+    val_batch_size: int = 512  # validation batch size
+    data_seed: int = 42  # seed that generates MNIST-1D (42 = the published dataset)
+    shuffle_seed: int = 0  # seed of the training-set shuffling
+    download: bool = False  # CIFAR-10: download if missing
+    augment: bool = True  # CIFAR-10: random crop + flip on the training set
+    num_workers: int = 0  # DataLoader workers (CIFAR-10 only)
+    host: str | None = None  # default host preset (None: the task's default)
 
     def __post_init__(self):
         if self.name not in TASK_NAMES:
             raise ValueError(f"unknown task {self.name!r}; choose one of: {', '.join(TASK_NAMES)}")
         for f in ("batch_size", "val_batch_size"):
-            if getattr(self, f) < 1: raise ValueError(f"{f} must be >= 1 (got {getattr(self, f)})")
-        if self.num_workers < 0: raise ValueError(f"num_workers must be >= 0 (got {self.num_workers})")
+            if getattr(self, f) < 1:
+                raise ValueError(f"{f} must be >= 1 (got {getattr(self, f)})")
+        if self.num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0 (got {self.num_workers})")
         if self.host is not None and self.host not in HOST_PRESETS:
             raise ValueError(f"unknown host preset {self.host!r}; choose one of: {', '.join(HOST_PRESETS)}")
         self.data_dir = Path(self.data_dir) if self.data_dir is not None else default_data_dir()
@@ -58,58 +63,73 @@ class TaskConfig:
 # %% ../../nbs/tasks/01_tasks.ipynb #ef76a33a
 class TensorBatches:
     "Batches of in-memory tensors by direct indexing: one permutation per pass, one gather per batch."
-    def __init__(self,
-                 x: torch.Tensor, y: torch.Tensor, # inputs and integer labels, same length
-                 batch_size: int,                  # batch size (the last batch may be smaller)
-                 shuffle: bool,                    # a new order on every pass
-                 seed: int=0):                     # seed of the shuffling generator (owned by this loader)
-        if len(x) != len(y): raise ValueError(f"x and y must have the same length (got {len(x)} and {len(y)})")
-        if not isinstance(batch_size, int) or batch_size < 1: raise ValueError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
+
+    def __init__(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,  # inputs and integer labels, same length
+        batch_size: int,  # batch size (the last batch may be smaller)
+        shuffle: bool,  # a new order on every pass
+        seed: int = 0,
+    ):  # seed of the shuffling generator (owned by this loader)
+        if len(x) != len(y):
+            raise ValueError(f"x and y must have the same length (got {len(x)} and {len(y)})")
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an integer >= 1 (got {batch_size!r})")
         self.x, self.y, self.batch_size, self.shuffle = x, y, batch_size, shuffle
         self.dataset = TensorDataset(x, y)  # what a DataLoader would expose
         self.generator = torch.Generator().manual_seed(seed) if shuffle else None
 
-    def __len__(self) -> int: return -(-len(self.x) // self.batch_size)
+    def __len__(self) -> int:
+        return -(-len(self.x) // self.batch_size)
 
     def __iter__(self):
         n, bs = len(self.x), self.batch_size
         if not self.shuffle:
-            for i in range(0, n, bs): yield self.x[i:i + bs], self.y[i:i + bs]
+            for i in range(0, n, bs):
+                yield self.x[i : i + bs], self.y[i : i + bs]
             return
-        for idx in torch.randperm(n, generator=self.generator).split(bs): yield self.x[idx], self.y[idx]
+        for idx in torch.randperm(n, generator=self.generator).split(bs):
+            yield self.x[idx], self.y[idx]
+
 
 def tensor_loader(
-    x: torch.Tensor, y: torch.Tensor, # inputs and integer labels
-    batch_size: int,                  # batch size
-    shuffle: bool,                    # reshuffle each epoch
-    seed: int=0,                      # seed of the shuffling generator
+    x: torch.Tensor,
+    y: torch.Tensor,  # inputs and integer labels
+    batch_size: int,  # batch size
+    shuffle: bool,  # reshuffle each epoch
+    seed: int = 0,  # seed of the shuffling generator
 ) -> TensorBatches:
     "The loader for data sets that fit in memory: `TensorBatches`, which indexes whole batches at once."
     return TensorBatches(x, y, batch_size, shuffle, seed)
-
 
 # %% ../../nbs/tasks/01_tasks.ipynb #5d7e9a41
 class TaskDataError(RuntimeError):
     "A dataset is missing or unreadable; the message names the task, the file and the fix."
 
+
 class InvalidTaskData(TaskDataError, ValueError):
     "Unusable data, or a data folder that cannot be created, read or written; one line names which and why."
 
-MNIST1D_LENGTH = 40   # length of an MNIST-1D signal
+
+MNIST1D_LENGTH = 40  # length of an MNIST-1D signal
 MNIST1D_CLASSES = 10  # MNIST-1D classes: the digits 0..9
 MNIST1D_SPLITS = (("x", "y"), ("x_test", "y_test"))  # (inputs, labels) keys of the cache, training split first
 
+
 def validate_arrays(
-    arrays: dict[str, Any],               # arrays by name, e.g. the contents of a cache file
-    n_classes: int,                       # labels must lie in 0..n_classes-1
-    signal_length: int,                   # inputs must have shape (rows, signal_length)
-    source: str|Path,                     # where the arrays come from: the start of every message
-    splits: tuple=MNIST1D_SPLITS,         # (inputs key, labels key) pairs that must all be present
-    fix: str|None=None,                   # what to do about a problem, appended to the message
+    arrays: dict[str, Any],  # arrays by name, e.g. the contents of a cache file
+    n_classes: int,  # labels must lie in 0..n_classes-1
+    signal_length: int,  # inputs must have shape (rows, signal_length)
+    source: str | Path,  # where the arrays come from: the start of every message
+    splits: tuple = MNIST1D_SPLITS,  # (inputs key, labels key) pairs that must all be present
+    fix: str | None = None,  # what to do about a problem, appended to the message
 ) -> dict[str, np.ndarray]:
     "Check each (inputs, labels) pair of `arrays`; return them as float32 inputs and int64 labels."
+
     def fail(problem: str) -> InvalidTaskData:
         return InvalidTaskData(f"{source}: {problem}" + (f"; {fix}" if fix else ""))
+
     missing = [k for pair in splits for k in pair if k not in arrays]
     if missing:
         raise fail(f"missing {', '.join(missing)} (found: {', '.join(arrays) or 'nothing'})")
@@ -151,12 +171,22 @@ def validate_arrays(
 # %% ../../nbs/tasks/01_tasks.ipynb #6875157d
 def _generate_mnist1d(data_seed: int) -> dict[str, np.ndarray]:
     from mnist1d.data import get_dataset_args, make_dataset
-    args = get_dataset_args(); args.seed = data_seed
+
+    args = get_dataset_args()
+    args.seed = data_seed
     np_state, py_state = np.random.get_state(), random.getstate()  # mnist1d seeds the global RNGs
-    try: d = make_dataset(args)
-    finally: np.random.set_state(np_state); random.setstate(py_state)
-    return {"x": d["x"].astype(np.float32), "y": d["y"].astype(np.int64),
-            "x_test": d["x_test"].astype(np.float32), "y_test": d["y_test"].astype(np.int64)}
+    try:
+        d = make_dataset(args)
+    finally:
+        np.random.set_state(np_state)
+        random.setstate(py_state)
+    return {
+        "x": d["x"].astype(np.float32),
+        "y": d["y"].astype(np.int64),
+        "x_test": d["x_test"].astype(np.float32),
+        "y_test": d["y_test"].astype(np.int64),
+    }
+
 
 def _os_cause(e: OSError) -> str:
     "Why a file-system call failed, in words; when a path runs through a file, which file."
@@ -172,6 +202,7 @@ def _os_cause(e: OSError) -> str:
         except OSError:
             return cause
     return cause
+
 
 def _load_or_generate_mnist1d(path: Path, data_seed: int) -> dict[str, np.ndarray]:
     "The checked arrays cached at `path`; with no cache yet, new ones generated and written there."
@@ -192,9 +223,10 @@ def _load_or_generate_mnist1d(path: Path, data_seed: int) -> dict[str, np.ndarra
         raise InvalidTaskData(f"{path}: {why}; {fix}") from e
     return validate_arrays(arrays, MNIST1D_CLASSES, MNIST1D_LENGTH, path, fix=fix)
 
+
 def load_mnist1d_arrays(
-    data_dir: Path, # cache folder
-    data_seed: int=42, # generator seed
+    data_dir: Path,  # cache folder
+    data_seed: int = 42,  # generator seed
 ) -> dict[str, np.ndarray]:
     "MNIST-1D arrays, generated on first use and cached as `mnist1d/mnist1d_seed{data_seed}.npz`, checked on load."
     path = Path(data_dir) / "mnist1d" / f"mnist1d_seed{data_seed}.npz"
@@ -219,9 +251,11 @@ def load_mnist1d_arrays(
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 
+
 def load_cifar10_datasets(cfg: TaskConfig):
     "Train and test `torchvision.datasets.CIFAR10` with standard normalisation (and augmentation if asked)."
     from torchvision import datasets, transforms as T
+
     norm = [T.ToTensor(), T.Normalize(CIFAR10_MEAN, CIFAR10_STD)]
     train_tf = T.Compose(([T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()] if cfg.augment else []) + norm)
     root = Path(cfg.data_dir) / "cifar10"
@@ -232,22 +266,26 @@ def load_cifar10_datasets(cfg: TaskConfig):
         raise TaskDataError(
             f"task 'cifar10': no intact dataset under {root / datasets.CIFAR10.base_folder} ({e}). "
             f"Download it once on a machine with internet: get_task('cifar10', download=True) "
-            f"or `esper-train ... --download`; or point ESPER_DATA_DIR at a folder that has it") from e
+            f"or `esper-train ... --download`; or point ESPER_DATA_DIR at a folder that has it"
+        ) from e
     except OSError as e:
         if e.filename is None:  # a network error while downloading
             raise TaskDataError(f"task 'cifar10': the download failed ({type(e).__name__}: {e})") from e
         raise InvalidTaskData(f"task 'cifar10': cannot create or read {e.filename}: {_os_cause(e)}") from e
     except Exception as e:  # a file that passes its checksum but does not unpickle
-        raise TaskDataError(f"task 'cifar10': could not read the dataset under {root} ({type(e).__name__}: {e}); "
-                            f"delete the folder and download it again") from e
+        raise TaskDataError(
+            f"task 'cifar10': could not read the dataset under {root} ({type(e).__name__}: {e}); "
+            f"delete the folder and download it again"
+        ) from e
     return train, test
 
 # %% ../../nbs/tasks/01_tasks.ipynb #c5574199
 @dataclass
 class Task:
     "Loaders and metadata for one task."
+
     name: str
-    train_loader: Any   # iterable of (inputs, labels) batches: `TensorBatches` or a `DataLoader`
+    train_loader: Any  # iterable of (inputs, labels) batches: `TensorBatches` or a `DataLoader`
     val_loader: Any
     input_shape: tuple[int, ...]  # shape of one input, (C, L) or (C, H, W)
     n_classes: int
@@ -256,19 +294,21 @@ class Task:
     default_host: str
     config: TaskConfig = field(repr=False, default=None)
 
-    def make_host(self, preset: str|None=None) -> ConvHost:
+    def make_host(self, preset: str | None = None) -> ConvHost:
         "Build a host preset (default: the task's default) for this task's input shape."
         preset = preset or self.default_host
         if HOST_PRESETS.get(preset) is not None and HOST_PRESETS[preset].task != self.name:
             raise ValueError(f"host preset {preset!r} is for task {HOST_PRESETS[preset].task!r}, not {self.name!r}")
         return build_host(preset, self.input_shape[0], self.n_classes, self.input_shape[1:])
 
+
 DEFAULT_HOSTS = {"mnist1d": "mnist1d_impaired", "cifar10": "cifar10_cnn"}
 
+
 def get_task(
-    name: str|TaskConfig="mnist1d", # task name or a full config
-    **overrides,                    # `TaskConfig` fields to override
-) -> Task:                          # the loaders, input shape, class count, split sizes and default host
+    name: str | TaskConfig = "mnist1d",  # task name or a full config
+    **overrides,  # `TaskConfig` fields to override
+) -> Task:  # the loaders, input shape, class count, split sizes and default host
     "Load a task by name: train/validation loaders plus input shape and classes."
     cfg = replace(name, **overrides) if isinstance(name, TaskConfig) else TaskConfig(name=name, **overrides)
     host = cfg.host or DEFAULT_HOSTS[cfg.name]
@@ -281,7 +321,14 @@ def get_task(
         return Task("mnist1d", train, val, tuple(x.shape[1:]), MNIST1D_CLASSES, len(y), len(yv), host, cfg)
     train_ds, test_ds = load_cifar10_datasets(cfg)
     g = torch.Generator().manual_seed(cfg.shuffle_seed)
-    train = DataLoader(train_ds, batch_size=cfg.batch_size, shuffle=True, generator=g, num_workers=cfg.num_workers,
-                       pin_memory=torch.cuda.is_available(), persistent_workers=cfg.num_workers > 0)
+    train = DataLoader(
+        train_ds,
+        batch_size=cfg.batch_size,
+        shuffle=True,
+        generator=g,
+        num_workers=cfg.num_workers,
+        pin_memory=torch.cuda.is_available(),
+        persistent_workers=cfg.num_workers > 0,
+    )
     val = DataLoader(test_ds, batch_size=cfg.val_batch_size, shuffle=False, num_workers=cfg.num_workers)
     return Task("cifar10", train, val, (3, 32, 32), 10, len(train_ds), len(test_ds), host, cfg)

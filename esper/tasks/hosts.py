@@ -14,35 +14,53 @@ from torch import nn
 # %% ../../nbs/tasks/00_hosts.ipynb #9b3eecb8
 class ConvBlock(nn.Sequential):
     "Convolution → batch norm → ReLU → max-pool, in 1-D or 2-D."
-    def __init__(self,
-                 c_in: int,      # input channels
-                 c_out: int,     # output channels
-                 kernel_size: int, # convolution kernel size (odd; padding keeps the length)
-                 dims: int=1,    # 1 for signals (B, C, L), 2 for images (B, C, H, W)
-                 pool: int=2):   # max-pool factor after the activation (1 = none)
-        if dims not in (1, 2): raise ValueError(f"dims must be 1 or 2 (got {dims})")
-        if kernel_size < 1 or kernel_size % 2 == 0: raise ValueError(f"kernel_size must be a positive odd number (got {kernel_size})")
-        Conv, BN, Pool = (nn.Conv1d, nn.BatchNorm1d, nn.MaxPool1d) if dims == 1 else (nn.Conv2d, nn.BatchNorm2d, nn.MaxPool2d)
-        layers = [Conv(c_in, c_out, kernel_size, padding=kernel_size // 2, bias=False), BN(c_out), nn.ReLU(inplace=True)]
-        if pool > 1: layers.append(Pool(pool))
+
+    def __init__(
+        self,
+        c_in: int,  # input channels
+        c_out: int,  # output channels
+        kernel_size: int,  # convolution kernel size (odd; padding keeps the length)
+        dims: int = 1,  # 1 for signals (B, C, L), 2 for images (B, C, H, W)
+        pool: int = 2,
+    ):  # max-pool factor after the activation (1 = none)
+        if dims not in (1, 2):
+            raise ValueError(f"dims must be 1 or 2 (got {dims})")
+        if kernel_size < 1 or kernel_size % 2 == 0:
+            raise ValueError(f"kernel_size must be a positive odd number (got {kernel_size})")
+        Conv, BN, Pool = (
+            (nn.Conv1d, nn.BatchNorm1d, nn.MaxPool1d) if dims == 1 else (nn.Conv2d, nn.BatchNorm2d, nn.MaxPool2d)
+        )
+        layers = [
+            Conv(c_in, c_out, kernel_size, padding=kernel_size // 2, bias=False),
+            BN(c_out),
+            nn.ReLU(inplace=True),
+        ]
+        if pool > 1:
+            layers.append(Pool(pool))
         super().__init__(*layers)
 
 # %% ../../nbs/tasks/00_hosts.ipynb #065e3430
 class ConvHost(nn.Module):
     "A classifier made of named conv blocks (each one an injection point) and a linear head."
-    def __init__(self,
-                 in_channels: int,     # channels of the input
-                 n_classes: int,       # number of classes
-                 widths: tuple[int, ...],       # output channels of each block
-                 kernel_sizes: tuple[int, ...], # kernel size of each block
-                 input_size: tuple[int, ...],   # spatial size of the input: (L,) or (H, W)
-                 pool: int=2,          # max-pool factor after each block
-                 global_pool: bool=False): # average-pool before the head instead of flattening
+
+    def __init__(
+        self,
+        in_channels: int,  # channels of the input
+        n_classes: int,  # number of classes
+        widths: tuple[int, ...],  # output channels of each block
+        kernel_sizes: tuple[int, ...],  # kernel size of each block
+        input_size: tuple[int, ...],  # spatial size of the input: (L,) or (H, W)
+        pool: int = 2,  # max-pool factor after each block
+        global_pool: bool = False,
+    ):  # average-pool before the head instead of flattening
         super().__init__()
-        if len(widths) != len(kernel_sizes): raise ValueError("widths and kernel_sizes must have the same length")
+        if len(widths) != len(kernel_sizes):
+            raise ValueError("widths and kernel_sizes must have the same length")
         self.dims = len(input_size)
         chans = (in_channels, *widths)
-        self.blocks = nn.ModuleList([ConvBlock(chans[i], chans[i + 1], k, self.dims, pool) for i, k in enumerate(kernel_sizes)])
+        self.blocks = nn.ModuleList(
+            [ConvBlock(chans[i], chans[i + 1], k, self.dims, pool) for i, k in enumerate(kernel_sizes)]
+        )
         self.block_names = tuple(f"block{i + 1}" for i in range(len(widths)))
         self.block_channels = tuple(widths)
         spatial = [s // pool ** len(widths) for s in input_size]
@@ -54,13 +72,15 @@ class ConvHost(nn.Module):
             self.head = nn.Sequential(nn.Flatten(), nn.Linear(n_flat, n_classes))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for block in self.blocks: x = block(x)
+        for block in self.blocks:
+            x = block(x)
         return self.head(x)
 
 # %% ../../nbs/tasks/00_hosts.ipynb #2357d594
 @dataclass(frozen=True)
 class HostPreset:
     "A named host architecture for a task."
+
     name: str
     task: str
     widths: tuple[int, ...]
@@ -68,26 +88,42 @@ class HostPreset:
     global_pool: bool = False
     description: str = ""
 
-HOST_PRESETS: dict[str, HostPreset] = {p.name: p for p in [
-    HostPreset("mnist1d_impaired", "mnist1d", (8, 8), (1, 1),
-               description="two width-8 kernel-1 blocks: no receptive field (~45% alone)"),
-    HostPreset("mnist1d_baseline", "mnist1d", (32, 32), (5, 3),
-               description="width-32 kernel-5/3 blocks (~94%)"),
-    HostPreset("cifar10_cnn", "cifar10", (32, 64, 128), (3, 3, 3), global_pool=True,
-               description="three conv blocks with global average pooling"),
-]}
+
+HOST_PRESETS: dict[str, HostPreset] = {
+    p.name: p
+    for p in [
+        HostPreset(
+            "mnist1d_impaired",
+            "mnist1d",
+            (8, 8),
+            (1, 1),
+            description="two width-8 kernel-1 blocks: no receptive field (~45% alone)",
+        ),
+        HostPreset("mnist1d_baseline", "mnist1d", (32, 32), (5, 3), description="width-32 kernel-5/3 blocks (~94%)"),
+        HostPreset(
+            "cifar10_cnn",
+            "cifar10",
+            (32, 64, 128),
+            (3, 3, 3),
+            global_pool=True,
+            description="three conv blocks with global average pooling",
+        ),
+    ]
+}
+
 
 def build_host(
-    preset: str,               # a key of `HOST_PRESETS`
-    in_channels: int,          # channels of the task's input
-    n_classes: int,            # classes of the task
-    input_size: tuple[int, ...], # spatial input size of the task
+    preset: str,  # a key of `HOST_PRESETS`
+    in_channels: int,  # channels of the task's input
+    n_classes: int,  # classes of the task
+    input_size: tuple[int, ...],  # spatial input size of the task
 ) -> ConvHost:
     "Instantiate a host preset for a task's input shape."
     if preset not in HOST_PRESETS:
         raise ValueError(f"unknown host preset {preset!r}; choose one of: {', '.join(HOST_PRESETS)}")
     p = HOST_PRESETS[preset]
     return ConvHost(in_channels, n_classes, p.widths, p.kernel_sizes, input_size, global_pool=p.global_pool)
+
 
 def count_parameters(module: nn.Module) -> int:
     "Number of trainable parameters."

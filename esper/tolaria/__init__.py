@@ -8,12 +8,42 @@ __all__ = ['EpochMetrics', 'resolve_device', 'seed_everything', 'train_step', 't
            'SeedGradientCollector', 'materialize_grad_stats', 'LR_SCHEDULES', 'lr_factor']
 
 # %% ../../nbs/tolaria/01_tolaria.ipynb #23da97ec
-from .trainer import EpochMetrics, resolve_device, seed_everything, train_step, train_epoch, validate, make_sgd
-from .governor import (EpochRunner, TRAINABLE_SEED_STAGES, TolariaGovernor, GovernorVerdict, LR_SCHEDULES, lr_factor,
-                                   GovernorError)
+from esper.tolaria.trainer import (
+    EpochMetrics,
+    resolve_device,
+    seed_everything,
+    train_step,
+    train_epoch,
+    validate,
+    make_sgd,
+)
+from esper.tolaria.governor import (
+    EpochRunner,
+    TRAINABLE_SEED_STAGES,
+    TolariaGovernor,
+    GovernorVerdict,
+    LR_SCHEDULES,
+    lr_factor,
+    GovernorError,
+)
 from .gradients import SeedGradientCollector, materialize_grad_stats
 
 # %% ../../nbs/tolaria/01_tolaria.ipynb #37a264de
-_all_ = ["EpochMetrics", "resolve_device", "seed_everything", "train_step", "train_epoch", "validate", "make_sgd",
-          "EpochRunner", "TRAINABLE_SEED_STAGES", "TolariaGovernor", "GovernorVerdict", "GovernorError",
-          "SeedGradientCollector", "materialize_grad_stats", "LR_SCHEDULES", "lr_factor"]
+_all_ = [
+    "EpochMetrics",
+    "resolve_device",
+    "seed_everything",
+    "train_step",
+    "train_epoch",
+    "validate",
+    "make_sgd",
+    "EpochRunner",
+    "TRAINABLE_SEED_STAGES",
+    "TolariaGovernor",
+    "GovernorVerdict",
+    "GovernorError",
+    "SeedGradientCollector",
+    "materialize_grad_stats",
+    "LR_SCHEDULES",
+    "lr_factor",
+]

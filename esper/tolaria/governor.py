@@ -24,10 +24,11 @@ from .trainer import EpochMetrics, train_epoch, validate, make_sgd
 #: Learning-rate schedules over an episode: base rates throughout, or a half-cosine decay to zero.
 LR_SCHEDULES: tuple[str, ...] = ("constant", "cosine")
 
+
 def lr_factor(
-    schedule: str,     # one of `LR_SCHEDULES`
-    epoch: int,        # epochs already completed (0 while the first epoch trains)
-    total_epochs: int, # epochs in the whole run
+    schedule: str,  # one of `LR_SCHEDULES`
+    epoch: int,  # epochs already completed (0 while the first epoch trains)
+    total_epochs: int,  # epochs in the whole run
 ) -> float:
     "Multiplier of the base learning rates while epoch `epoch + 1` of `total_epochs` trains."
     if schedule not in LR_SCHEDULES:
@@ -43,19 +44,24 @@ def lr_factor(
 #: Stages in which a seed's optimizer steps.
 TRAINABLE_SEED_STAGES = frozenset({SeedStage.TRAINING, SeedStage.BLENDING, SeedStage.HOLDING, SeedStage.FOSSILIZED})
 
+
 class EpochRunner:
     "Trains a `MorphogeneticModel` one epoch at a time: host SGD plus one persistent SGD per seed."
-    def __init__(self,
-                 model: nn.Module,              # a MorphogeneticModel (on `device` already)
-                 device: torch.device|str="cpu",# where batches go
-                 host_lr: float=0.01,           # host learning rate
-                 seed_lr: float=0.01,           # seed learning rate
-                 momentum: float=0.9,           # SGD momentum (host and seeds)
-                 weight_decay: float=0.0,       # L2 penalty (host and seeds)
-                 criterion: Callable|None=None, # loss (default: cross-entropy)
-                 lr_schedule: str="constant",   # "constant" or "cosine" (see `lr_factor`)
-                 total_epochs: int|None=None):  # epochs in the run; required by a decaying schedule
-        if seed_lr <= 0: raise ValueError(f"seed_lr must be > 0 (got {seed_lr})")
+
+    def __init__(
+        self,
+        model: nn.Module,  # a MorphogeneticModel (on `device` already)
+        device: torch.device | str = "cpu",  # where batches go
+        host_lr: float = 0.01,  # host learning rate
+        seed_lr: float = 0.01,  # seed learning rate
+        momentum: float = 0.9,  # SGD momentum (host and seeds)
+        weight_decay: float = 0.0,  # L2 penalty (host and seeds)
+        criterion: Callable | None = None,  # loss (default: cross-entropy)
+        lr_schedule: str = "constant",  # "constant" or "cosine" (see `lr_factor`)
+        total_epochs: int | None = None,
+    ):  # epochs in the run; required by a decaying schedule
+        if seed_lr <= 0:
+            raise ValueError(f"seed_lr must be > 0 (got {seed_lr})")
         lr_factor(lr_schedule, 0, total_epochs or 1)  # validates the schedule's name
         if lr_schedule != "constant" and total_epochs is None:
             raise ValueError(f"lr_schedule {lr_schedule!r} needs total_epochs (the epochs of the run)")
@@ -67,11 +73,16 @@ class EpochRunner:
 
     def sync_optimizers(self) -> None:
         "Create an SGD for each new seed, drop those of pruned seeds; existing ones are kept as they are."
-        present = {st.seed_id: slot for slot, st in self.model.seed_states().items() if self.model.slot(slot).seed is not None}
-        for sid in [s for s in self.seed_optimizers if s not in present]: del self.seed_optimizers[sid]
+        present = {
+            st.seed_id: slot for slot, st in self.model.seed_states().items() if self.model.slot(slot).seed is not None
+        }
+        for sid in [s for s in self.seed_optimizers if s not in present]:
+            del self.seed_optimizers[sid]
         for sid, slot in present.items():
             if sid not in self.seed_optimizers:
-                self.seed_optimizers[sid] = make_sgd(self.model.get_seed_parameters(slot), self.seed_lr, self.momentum, self.weight_decay)
+                self.seed_optimizers[sid] = make_sgd(
+                    self.model.get_seed_parameters(slot), self.seed_lr, self.momentum, self.weight_decay
+                )
 
     def optimizers(self) -> list[torch.optim.Optimizer]:
         "Optimizers to step this epoch (the host's and those of seeds in a trainable stage), at this epoch's rates."
@@ -87,10 +98,12 @@ class EpochRunner:
                     group["lr"] = group.setdefault("initial_lr", group["lr"]) * factor
         return opts
 
-    def train_epoch(self,
-                    loader: Iterable,  # training batches
-                    on_backward: Callable[[int], None]|None=None, # called after each backward
-                    max_batches: int|None=None) -> EpochMetrics:
+    def train_epoch(
+        self,
+        loader: Iterable,  # training batches
+        on_backward: Callable[[int], None] | None = None,  # called after each backward
+        max_batches: int | None = None,
+    ) -> EpochMetrics:
         "One pass over `loader` with the stage-appropriate optimizers."
         return train_epoch(self.model, loader, self.optimizers(), self.device, self.criterion, on_backward, max_batches)
 
@@ -100,66 +113,87 @@ class EpochRunner:
 
     def reset_momentum(self) -> None:
         "Forget every optimizer's momentum (after a rollback the buffers may carry the blow-up)."
-        for opt in (self.host_optimizer, *self.seed_optimizers.values()): opt.state.clear()
+        for opt in (self.host_optimizer, *self.seed_optimizers.values()):
+            opt.state.clear()
 
 # %% ../../nbs/tolaria/02_governor.ipynb #1533d3f6
 @dataclass(frozen=True, slots=True)
 class GovernorVerdict:
     "What the governor made of one loss."
+
     healthy: bool
     reason: str
     loss: float
-    threshold: float|None = None  # the blow-up threshold it was compared with, if any
+    threshold: float | None = None  # the blow-up threshold it was compared with, if any
 
     @property
-    def panic(self) -> bool: return not self.healthy
+    def panic(self) -> bool:
+        return not self.healthy
+
 
 class GovernorError(RuntimeError):
     "The governor cannot roll back (no snapshot yet)."
 
-def _clone(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]: return {k: v.detach().clone() for k, v in sd.items()}
 
-def blowup_bound(n_classes: int,    # classes of the task
-                 factor: float=10.0, # multiple of the loss of a uniform prediction
-                ) -> float:
+def _clone(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in sd.items()}
+
+
+def blowup_bound(
+    n_classes: int,  # classes of the task
+    factor: float = 10.0,  # multiple of the loss of a uniform prediction
+) -> float:
     "An absolute loss bound for a cross-entropy classifier: `factor` times ln(n_classes), the loss of a uniform guess."
-    if n_classes < 2: raise ValueError(f"n_classes must be >= 2 (got {n_classes})")
-    if factor <= 1: raise ValueError(f"factor must be > 1 (got {factor})")
+    if n_classes < 2:
+        raise ValueError(f"n_classes must be >= 2 (got {n_classes})")
+    if factor <= 1:
+        raise ValueError(f"factor must be > 1 (got {factor})")
     return factor * math.log(n_classes)
+
 
 class TolariaGovernor:
     "Watches the loss, keeps a last-known-good snapshot, rolls back on NaN/Inf, an absolute or a statistical blow-up."
-    def __init__(self,
-                 model: nn.Module,          # the MorphogeneticModel it guards
-                 sensitivity: float=6.0,    # a blow-up is above mean + sensitivity * std of the history...
-                 multiplier: float=3.0,     # ...and above multiplier * mean
-                 window: int=20,            # healthy losses remembered
-                 min_history: int=3,        # healthy losses needed before the statistical check applies
-                 runner: EpochRunner|None=None, # whose optimizer momentum to clear on rollback
-                 hub: Any=None,             # optional telemetry hub (.emit)
-                 env_id: int|None=None,     # environment id for events
-                 max_loss: float|None=None):# absolute bound while the history is short (e.g. `blowup_bound(n_classes)`)
-        if sensitivity <= 0: raise ValueError(f"sensitivity must be > 0 (got {sensitivity})")
-        if max_loss is not None and not max_loss > 0: raise ValueError(f"max_loss must be > 0 (got {max_loss})")
-        if multiplier < 1: raise ValueError(f"multiplier must be >= 1 (got {multiplier})")
+
+    def __init__(
+        self,
+        model: nn.Module,  # the MorphogeneticModel it guards
+        sensitivity: float = 6.0,  # a blow-up is above mean + sensitivity * std of the history...
+        multiplier: float = 3.0,  # ...and above multiplier * mean
+        window: int = 20,  # healthy losses remembered
+        min_history: int = 3,  # healthy losses needed before the statistical check applies
+        runner: EpochRunner | None = None,  # whose optimizer momentum to clear on rollback
+        hub: Any = None,  # optional telemetry hub (.emit)
+        env_id: int | None = None,  # environment id for events
+        max_loss: float | None = None,
+    ):  # absolute bound while the history is short (e.g. `blowup_bound(n_classes)`)
+        if sensitivity <= 0:
+            raise ValueError(f"sensitivity must be > 0 (got {sensitivity})")
+        if max_loss is not None and not max_loss > 0:
+            raise ValueError(f"max_loss must be > 0 (got {max_loss})")
+        if multiplier < 1:
+            raise ValueError(f"multiplier must be >= 1 (got {multiplier})")
         if min_history < 2 or window < min_history:
             raise ValueError(f"need 2 <= min_history <= window (got min_history={min_history}, window={window})")
         self.model, self.runner, self.hub, self.env_id = model, runner, hub, env_id
         self.sensitivity, self.multiplier, self.min_history = sensitivity, multiplier, min_history
         self.max_loss = max_loss
         self.history: deque[float] = deque(maxlen=window)
-        self.snapshot_state: dict[str, Any]|None = None
+        self.snapshot_state: dict[str, Any] | None = None
         self.rollbacks = 0
         self.consecutive_panics = 0
 
     def check(self, loss: float) -> GovernorVerdict:
         "Judge `loss` without side effects."
         loss = float(loss)
-        if not math.isfinite(loss): return GovernorVerdict(False, f"non-finite loss ({loss})", loss)
+        if not math.isfinite(loss):
+            return GovernorVerdict(False, f"non-finite loss ({loss})", loss)
         if len(self.history) >= self.min_history:
             mu, sd = statistics.fmean(self.history), statistics.pstdev(self.history)
             thr = max(mu + self.sensitivity * sd, self.multiplier * mu)
-            if loss > thr: return GovernorVerdict(False, f"loss blow-up: {loss:.4g} > {thr:.4g} (mean {mu:.4g}, std {sd:.3g})", loss, thr)
+            if loss > thr:
+                return GovernorVerdict(
+                    False, f"loss blow-up: {loss:.4g} > {thr:.4g} (mean {mu:.4g}, std {sd:.3g})", loss, thr
+                )
             return GovernorVerdict(True, "within the recent history", loss, thr)
         n = len(self.history)
         if self.max_loss is not None and loss > self.max_loss:
@@ -167,40 +201,57 @@ class TolariaGovernor:
             return GovernorVerdict(False, reason, loss, self.max_loss)
         return GovernorVerdict(True, f"warming up ({n}/{self.min_history} losses)", loss, self.max_loss)
 
-    def end_epoch(self, loss: float, epoch: int|None=None) -> GovernorVerdict:
+    def end_epoch(self, loss: float, epoch: int | None = None) -> GovernorVerdict:
         "Check the epoch's loss; if healthy remember it and snapshot, else report a panic (call `rollback`)."
         v = self.check(loss)
         if v.healthy:
-            self.history.append(v.loss); self.consecutive_panics = 0
+            self.history.append(v.loss)
+            self.consecutive_panics = 0
             self.snapshot(epoch)
         else:
             self.consecutive_panics += 1
-            self._emit(TelemetryEventType.GOVERNOR_PANIC, {"reason": v.reason, "loss": v.loss, "threshold": v.threshold}, epoch, "error")
+            self._emit(
+                TelemetryEventType.GOVERNOR_PANIC,
+                {"reason": v.reason, "loss": v.loss, "threshold": v.threshold},
+                epoch,
+                "error",
+            )
         return v
 
-    def snapshot(self, epoch: int|None=None) -> None:
+    def snapshot(self, epoch: int | None = None) -> None:
         "Remember host and HOLDING/FOSSILIZED seeds as last-known-good."
-        seeds = {slot: (st.seed_id, _clone(self.model.slot(slot).seed.state_dict()))
-                 for slot, st in self.model.seed_states().items()
-                 if st.stage in (SeedStage.HOLDING, SeedStage.FOSSILIZED)}
+        seeds = {
+            slot: (st.seed_id, _clone(self.model.slot(slot).seed.state_dict()))
+            for slot, st in self.model.seed_states().items()
+            if st.stage in (SeedStage.HOLDING, SeedStage.FOSSILIZED)
+        }
         self.snapshot_state = {"epoch": epoch, "host": _clone(self.model.host.state_dict()), "seeds": seeds}
 
-    def rollback(self, reason: str="", epoch: int|None=None) -> dict[str, Any]:
+    def rollback(self, reason: str = "", epoch: int | None = None) -> dict[str, Any]:
         "Restore the last-known-good snapshot exactly; prune seeds it does not contain; report the event."
-        if self.snapshot_state is None: raise GovernorError("no last-known-good snapshot to roll back to")
+        if self.snapshot_state is None:
+            raise GovernorError("no last-known-good snapshot to roll back to")
         snap = self.snapshot_state
         self.model.host.load_state_dict(snap["host"])
         restored, pruned = [], []
         for slot, st in list(self.model.seed_states().items()):
             saved = snap["seeds"].get(slot)
             if saved is not None and saved[0] == st.seed_id and self.model.slot(slot).seed is not None:
-                self.model.slot(slot).seed.load_state_dict(saved[1]); restored.append(st.seed_id)
+                self.model.slot(slot).seed.load_state_dict(saved[1])
+                restored.append(st.seed_id)
             elif st.stage in LIVE_STAGES:
-                self.model.prune(slot, reason="governor rollback"); pruned.append(st.seed_id)
-        if self.runner is not None: self.runner.reset_momentum()
+                self.model.prune(slot, reason="governor rollback")
+                pruned.append(st.seed_id)
+        if self.runner is not None:
+            self.runner.reset_momentum()
         self.rollbacks += 1
-        report = {"reason": reason, "snapshot_epoch": snap["epoch"], "restored_seeds": restored, "pruned_seeds": pruned,
-                  "rollbacks": self.rollbacks}
+        report = {
+            "reason": reason,
+            "snapshot_epoch": snap["epoch"],
+            "restored_seeds": restored,
+            "pruned_seeds": pruned,
+            "rollbacks": self.rollbacks,
+        }
         self._emit(TelemetryEventType.GOVERNOR_ROLLBACK, report, epoch, "warning")
         return report
 

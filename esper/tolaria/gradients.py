@@ -16,49 +16,72 @@ from torch import nn
 # %% ../../nbs/tolaria/03_gradients.ipynb #cac7f9d6
 class SeedGradientStats(TypedDict):
     "Materialised gradient statistics of one seed."
-    gradient_norm: float   # global L2 norm of the seed's gradients
-    gradient_health: float # fraction of tensors with neither vanishing nor exploding gradient, in [0, 1]
-    has_vanishing: bool    # some tensor's gradient norm below the vanishing threshold
-    has_exploding: bool    # some tensor's gradient norm above the exploding threshold
-    n_tensors: int         # parameter tensors that had a gradient
+
+    gradient_norm: float  # global L2 norm of the seed's gradients
+    gradient_health: float  # fraction of tensors with neither vanishing nor exploding gradient, in [0, 1]
+    has_vanishing: bool  # some tensor's gradient norm below the vanishing threshold
+    has_exploding: bool  # some tensor's gradient norm above the exploding threshold
+    n_tensors: int  # parameter tensors that had a gradient
+
 
 def _per_tensor_norms(grads: list[torch.Tensor], use_foreach: bool) -> torch.Tensor:
     "L2 norm of each tensor, stacked in float32."
     if use_foreach and hasattr(torch, "_foreach_norm"):
-        try: return torch.stack(torch._foreach_norm(grads, 2)).float()
-        except (RuntimeError, TypeError, NotImplementedError): pass  # e.g. mixed devices: fall back below
+        try:
+            return torch.stack(torch._foreach_norm(grads, 2)).float()
+        except (RuntimeError, TypeError, NotImplementedError):
+            pass  # e.g. mixed devices: fall back below
     return torch.stack([torch.linalg.vector_norm(g, 2).float() for g in grads])
 
 # %% ../../nbs/tolaria/03_gradients.ipynb #d170fe18
 class SeedGradientCollector:
     "Stateless collector of gradient norm and health for a set of parameters."
-    def __init__(self,
-                 vanishing_threshold: float=1e-7, # a tensor's grad norm below this is vanishing
-                 exploding_threshold: float=100.0, # a tensor's grad norm above this is exploding
-                 use_foreach: bool=True,           # use the fused `torch._foreach_norm` when available
-                ):
-        if not vanishing_threshold >= 0: raise ValueError(f"vanishing_threshold must be in [0, inf) (got {vanishing_threshold})")
+
+    def __init__(
+        self,
+        vanishing_threshold: float = 1e-7,  # a tensor's grad norm below this is vanishing
+        exploding_threshold: float = 100.0,  # a tensor's grad norm above this is exploding
+        use_foreach: bool = True,  # use the fused `torch._foreach_norm` when available
+    ):
+        if not vanishing_threshold >= 0:
+            raise ValueError(f"vanishing_threshold must be in [0, inf) (got {vanishing_threshold})")
         if not exploding_threshold > vanishing_threshold:
             raise ValueError(f"exploding_threshold must be in ({vanishing_threshold}, inf) (got {exploding_threshold})")
-        self.vanishing_threshold, self.exploding_threshold, self.use_foreach = vanishing_threshold, exploding_threshold, use_foreach
+        self.vanishing_threshold, self.exploding_threshold, self.use_foreach = (
+            vanishing_threshold,
+            exploding_threshold,
+            use_foreach,
+        )
 
-    def norms(self,
-              parameters: Iterable[nn.Parameter], # read once (a list or an iterator)
-              fill_missing: bool=False,          # a parameter without gradient counts as norm 0 (else it is skipped)
-             ) -> torch.Tensor|None:
+    def norms(
+        self,
+        parameters: Iterable[nn.Parameter],  # read once (a list or an iterator)
+        fill_missing: bool = False,  # a parameter without gradient counts as norm 0 (else it is skipped)
+    ) -> torch.Tensor | None:
         "Per-tensor gradient L2 norms as one float32 device tensor (None if nothing to measure)."
         params = list(parameters)
-        grads = [p.grad.detach() if p.grad is not None else torch.zeros((), device=p.device) for p in params] \
-            if fill_missing else [p.grad.detach() for p in params if p.grad is not None]
+        grads = (
+            [p.grad.detach() if p.grad is not None else torch.zeros((), device=p.device) for p in params]
+            if fill_missing
+            else [p.grad.detach() for p in params if p.grad is not None]
+        )
         return _per_tensor_norms(grads, self.use_foreach) if grads else None
 
-    def stats_from_norms(self, norms: torch.Tensor|None) -> dict:
+    def stats_from_norms(self, norms: torch.Tensor | None) -> dict:
         "Async statistics (device tensors) from per-tensor norms, e.g. norms averaged over an epoch's batches."
-        if norms is None or norms.numel() == 0: return {"_empty": True, "_n_grads": 0}
+        if norms is None or norms.numel() == 0:
+            return {"_empty": True, "_n_grads": 0}
         n_vanishing, n_exploding = (norms < self.vanishing_threshold).sum(), (norms > self.exploding_threshold).sum()
         healthy = ((norms >= self.vanishing_threshold) & (norms <= self.exploding_threshold)).sum()
-        return {"_empty": False, "_n_grads": norms.numel(), "_total_squared_norm": (norms * norms).sum(),
-                "_all_norms": norms, "_n_vanishing": n_vanishing, "_n_exploding": n_exploding, "_n_healthy": healthy}
+        return {
+            "_empty": False,
+            "_n_grads": norms.numel(),
+            "_total_squared_norm": (norms * norms).sum(),
+            "_all_norms": norms,
+            "_n_vanishing": n_vanishing,
+            "_n_exploding": n_exploding,
+            "_n_healthy": healthy,
+        }
 
     def collect_async(self, parameters: Iterable[nn.Parameter]) -> dict:
         "Statistics as device tensors (no host sync); read them with `materialize_grad_stats`."
@@ -70,30 +93,44 @@ class SeedGradientCollector:
 
 # %% ../../nbs/tolaria/03_gradients.ipynb #01c6458b
 def materialize_grad_stats(
-    async_stats: dict, # output of `SeedGradientCollector.collect_async`
+    async_stats: dict,  # output of `SeedGradientCollector.collect_async`
 ) -> SeedGradientStats:
     "Turn async tensor statistics into Python numbers; call after the producing stream is synchronised."
     n = async_stats["_n_grads"]
     if async_stats["_empty"]:
-        return SeedGradientStats(gradient_norm=0.0, gradient_health=1.0, has_vanishing=False, has_exploding=False, n_tensors=0)
-    total_sq, n_van, n_exp, n_ok = torch.stack([async_stats["_total_squared_norm"],
-        async_stats["_n_vanishing"].float(), async_stats["_n_exploding"].float(),
-        async_stats["_n_healthy"].float()]).tolist()  # one transfer
-    return SeedGradientStats(gradient_norm=total_sq ** 0.5, gradient_health=n_ok / n,
-                             has_vanishing=n_van > 0, has_exploding=n_exp > 0, n_tensors=n)
+        return SeedGradientStats(
+            gradient_norm=0.0, gradient_health=1.0, has_vanishing=False, has_exploding=False, n_tensors=0
+        )
+    total_sq, n_van, n_exp, n_ok = torch.stack(
+        [
+            async_stats["_total_squared_norm"],
+            async_stats["_n_vanishing"].float(),
+            async_stats["_n_exploding"].float(),
+            async_stats["_n_healthy"].float(),
+        ]
+    ).tolist()  # one transfer
+    return SeedGradientStats(
+        gradient_norm=total_sq**0.5,
+        gradient_health=n_ok / n,
+        has_vanishing=n_van > 0,
+        has_exploding=n_exp > 0,
+        n_tensors=n,
+    )
+
 
 def collect_seed_gradients(
-    parameters: Iterable[nn.Parameter], # the seed's parameters (list or iterator)
-    vanishing_threshold: float=1e-7,    # see `SeedGradientCollector`
-    exploding_threshold: float=100.0,   # see `SeedGradientCollector`
+    parameters: Iterable[nn.Parameter],  # the seed's parameters (list or iterator)
+    vanishing_threshold: float = 1e-7,  # see `SeedGradientCollector`
+    exploding_threshold: float = 100.0,  # see `SeedGradientCollector`
 ) -> SeedGradientStats:
     "One-call synchronous collection."
     return SeedGradientCollector(vanishing_threshold, exploding_threshold).collect(parameters)
 
+
 def collect_seed_gradients_async(
-    parameters: Iterable[nn.Parameter], # the seed's parameters (list or iterator)
-    vanishing_threshold: float=1e-7,    # see `SeedGradientCollector`
-    exploding_threshold: float=100.0,   # see `SeedGradientCollector`
+    parameters: Iterable[nn.Parameter],  # the seed's parameters (list or iterator)
+    vanishing_threshold: float = 1e-7,  # see `SeedGradientCollector`
+    exploding_threshold: float = 100.0,  # see `SeedGradientCollector`
 ) -> dict:
     "One-call asynchronous collection (tensors; materialise after the stream sync)."
     return SeedGradientCollector(vanishing_threshold, exploding_threshold).collect_async(parameters)

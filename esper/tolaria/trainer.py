@@ -20,46 +20,55 @@ from ..kasmina.evaluation import EpochMetrics, validate
 _all_ = ["EpochMetrics", "validate"]  # re-exported, so `from esper.tolaria.trainer import *` gives them
 
 # %% ../../nbs/tolaria/00_trainer.ipynb #921e90b7
-def resolve_device(device: str|torch.device|None="auto") -> torch.device:
+def resolve_device(device: str | torch.device | None = "auto") -> torch.device:
     "`'auto'` (or None) picks CUDA when available, else CPU; anything else is passed to `torch.device`."
-    if device is None or device == "auto": return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device is None or device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     d = torch.device(device)
     if d.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} requested but CUDA is not available; use --device cpu or auto")
     return d
 
+
 def seed_everything(seed: int) -> None:
     "Seed Python, NumPy and torch (all devices)."
-    random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
 
 # %% ../../nbs/tolaria/00_trainer.ipynb #59337f70
 def train_step(
-    model: nn.Module,                # model in train mode, on `device`
-    xb: torch.Tensor, yb: torch.Tensor, # one batch of inputs and targets
-    optimizers: list[torch.optim.Optimizer], # all stepped after the backward pass
-    device: torch.device|str="cpu",  # where the batch goes
-    criterion: Callable|None=None,   # loss function (default: cross-entropy)
-    on_backward: Callable[[int], None]|None=None, # called with `batch_idx` after backward, before step
-    batch_idx: int=0,                # passed to `on_backward`
+    model: nn.Module,  # model in train mode, on `device`
+    xb: torch.Tensor,
+    yb: torch.Tensor,  # one batch of inputs and targets
+    optimizers: list[torch.optim.Optimizer],  # all stepped after the backward pass
+    device: torch.device | str = "cpu",  # where the batch goes
+    criterion: Callable | None = None,  # loss function (default: cross-entropy)
+    on_backward: Callable[[int], None] | None = None,  # called with `batch_idx` after backward, before step
+    batch_idx: int = 0,  # passed to `on_backward`
 ) -> tuple[torch.Tensor, torch.Tensor]:
     "One SGD step on one batch; returns (loss summed over the batch, correct count) as device tensors, with no host sync."
     xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
-    for opt in optimizers: opt.zero_grad(set_to_none=True)
+    for opt in optimizers:
+        opt.zero_grad(set_to_none=True)
     out = model(xb)
     loss = (criterion or nn.functional.cross_entropy)(out, yb)
     loss.backward()
-    if on_backward is not None: on_backward(batch_idx)
-    for opt in optimizers: opt.step()
+    if on_backward is not None:
+        on_backward(batch_idx)
+    for opt in optimizers:
+        opt.step()
     return loss.detach() * len(yb), (out.detach().argmax(1) == yb).sum()
 
+
 def train_epoch(
-    model: nn.Module,                # model to train (moved to `device` beforehand)
-    loader: Iterable,                # yields `(inputs, targets)` batches
-    optimizers: torch.optim.Optimizer|list[torch.optim.Optimizer], # stepped after every batch
-    device: torch.device|str="cpu",  # where the batches go
-    criterion: Callable|None=None,   # loss function (default: cross-entropy)
-    on_backward: Callable[[int], None]|None=None, # called with the batch index after backward, before step
-    max_batches: int|None=None,      # stop early after this many batches
+    model: nn.Module,  # model to train (moved to `device` beforehand)
+    loader: Iterable,  # yields `(inputs, targets)` batches
+    optimizers: torch.optim.Optimizer | list[torch.optim.Optimizer],  # stepped after every batch
+    device: torch.device | str = "cpu",  # where the batches go
+    criterion: Callable | None = None,  # loss function (default: cross-entropy)
+    on_backward: Callable[[int], None] | None = None,  # called with the batch index after backward, before step
+    max_batches: int | None = None,  # stop early after this many batches
 ) -> EpochMetrics:
     "Train `model` for one pass over `loader`; returns mean loss and accuracy."
     optimizers = [optimizers] if isinstance(optimizers, torch.optim.Optimizer) else list(optimizers)
@@ -67,27 +76,35 @@ def train_epoch(
     device = torch.device(device)
     model.train()
     t0 = time.perf_counter()
-    loss_sum = torch.zeros((), device=device); correct = torch.zeros((), device=device, dtype=torch.long); n = 0
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), device=device, dtype=torch.long)
+    n = 0
     for i, (xb, yb) in enumerate(loader):
-        if max_batches is not None and i >= max_batches: break
+        if max_batches is not None and i >= max_batches:
+            break
         batch_loss, batch_correct = train_step(model, xb, yb, optimizers, device, criterion, on_backward, i)
-        loss_sum += batch_loss; correct += batch_correct
+        loss_sum += batch_loss
+        correct += batch_correct
         n += len(yb)
-    if n == 0: raise ValueError("train_epoch: the loader yielded no batches")
-    return EpochMetrics(loss=loss_sum.item() / n, accuracy=100.0 * correct.item() / n, samples=n,
-                        seconds=time.perf_counter() - t0)
+    if n == 0:
+        raise ValueError("train_epoch: the loader yielded no batches")
+    return EpochMetrics(
+        loss=loss_sum.item() / n, accuracy=100.0 * correct.item() / n, samples=n, seconds=time.perf_counter() - t0
+    )
 
 # %% ../../nbs/tolaria/00_trainer.ipynb #714e2193
 def make_sgd(
-    params: Iterable[torch.nn.Parameter], # parameters to optimise
-    lr: float=0.05,                       # learning rate
-    momentum: float=0.9,                  # momentum
-    weight_decay: float=0.0,              # L2 penalty
+    params: Iterable[torch.nn.Parameter],  # parameters to optimise
+    lr: float = 0.05,  # learning rate
+    momentum: float = 0.9,  # momentum
+    weight_decay: float = 0.0,  # L2 penalty
 ) -> torch.optim.SGD:
     "SGD with the multi-tensor (`foreach`) kernel on CPU and the fused kernel when every parameter is on CUDA."
     params = list(params)
-    if lr <= 0: raise ValueError(f"lr must be > 0 (got {lr})")
-    if not 0 <= momentum < 1: raise ValueError(f"momentum must be in [0, 1) (got {momentum})")
+    if lr <= 0:
+        raise ValueError(f"lr must be > 0 (got {lr})")
+    if not 0 <= momentum < 1:
+        raise ValueError(f"momentum must be in [0, 1) (got {momentum})")
     on_cuda = len(params) > 0 and all(p.is_cuda for p in params)
     kw = {"fused": True} if on_cuda else {"foreach": True}
     return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, **kw)
