@@ -110,3 +110,52 @@ def test_agent_constructor_validates_too():
         PPOAgent(state_dim=4, action_dim=2, clip_ratio=0.0)
     with pytest.raises(ValueError, match="HEAD_NAMES"):
         PPOAgent(state_dim=4, action_dim={"slot": 2, "op": 5})
+
+
+def test_agent_keeps_one_config_and_reads_its_hyperparameters_from_it():
+    from esper.leyline import N_FLAT_ACTIONS
+    from esper.simic.ppo import PPOAgent
+    cfg = TrainingConfig(lr=1e-3, gamma=0.9, n_epochs=3, hidden_dim=16, anomaly_min_explained_variance=0.3)
+    agent = PPOAgent(state_dim=4, action_dim=3, config=cfg)
+    assert agent.config == cfg and agent.config is not cfg
+    assert (agent.lr, agent.gamma, agent.n_epochs, agent.hidden_dim) == (1e-3, 0.9, 3, 16)
+    assert agent.anomaly_detector.min_explained_variance == 0.3
+    assert agent.optimizer.param_groups[0]["lr"] == 1e-3
+    # the keyword form builds the same config; agreeing keywords next to a config are accepted
+    assert PPOAgent(state_dim=4, action_dim=3, lr=1e-3, gamma=0.9, n_epochs=3, hidden_dim=16,
+                    anomaly_min_explained_variance=0.3).config == cfg
+    assert PPOAgent(state_dim=4, action_dim=3, config=cfg, gamma=0.9).config == cfg
+    with pytest.raises(ValueError, match=r"config\.gamma=0\.9 and gamma=0\.95"):
+        PPOAgent(state_dim=4, action_dim=3, config=cfg, gamma=0.95)
+    with pytest.raises(TypeError, match="gama"):
+        PPOAgent(state_dim=4, action_dim=3, gama=0.9)
+    # attributes write through to a validated copy of the config; the network's fields are fixed
+    agent.target_kl = None
+    assert agent.config.target_kl is None and cfg.target_kl == TrainingConfig().target_kl
+    with pytest.raises(ValueError, match="clip_ratio"):
+        agent.clip_ratio = 0.0
+    with pytest.raises(ValueError, match="hidden_dim is fixed"):
+        agent.hidden_dim = 32
+    assert PPOAgent(state_dim=4).action_dim == N_FLAT_ACTIONS
+
+
+def test_config_round_trips_through_a_plain_dict():
+    cfg = TrainingConfig(entropy_coef_start=0.2, entropy_anneal_steps=5, target_kl=None)
+    assert TrainingConfig.from_dict(cfg.to_dict()) == cfg
+    assert TrainingConfig.from_dict({"lr": 1e-3}) == TrainingConfig(lr=1e-3)  # missing fields: defaults
+    with pytest.raises(ValueError, match="lr must be in"):
+        TrainingConfig.from_dict({"lr": 5.0})
+    with pytest.raises(ValueError, match="not TrainingConfig fields: bogus"):
+        TrainingConfig.from_dict({"bogus": 1})
+
+
+def test_trainers_take_one_config_or_keywords_but_not_both_disagreeing():
+    from esper.simic.vectorized import ppo_settings
+    cfg = TrainingConfig(lr=1e-3, n_epochs=2)
+    built, extra = ppo_settings(None, {"lr": 1e-3}, {"n_epochs": 2, "reward_normalizer": "rn"}, "train_ppo")
+    assert built == cfg and extra == {"reward_normalizer": "rn"}
+    assert ppo_settings(cfg, {"lr": 1e-3}, None, "train_ppo")[0] == cfg
+    with pytest.raises(ValueError, match=r"config\.n_epochs=2 and n_epochs=4"):
+        ppo_settings(cfg, {}, {"n_epochs": 4}, "train_ppo")
+    with pytest.raises(ValueError, match="lr=0.001 and ppo_kwargs lr=0.01"):
+        ppo_settings(None, {"lr": 1e-3}, {"lr": 1e-2}, "train_ppo")

@@ -807,3 +807,28 @@ def test_checkpoint_truncated_or_foreign_file_errors(tmp_path):
         agent.load(tmp_path / "weights.pt")
     with pytest.raises(ValueError, match="action_dim"):
         PPOAgent(state_dim=4, action_dim=5, hidden_dim=16).load(tmp_path / "a.pt")
+
+
+def test_checkpoint_stores_the_config_as_a_plain_dict_and_reads_older_layouts(tmp_path):
+    from esper.simic.checkpoint import ARCH_FIELDS, HPARAM_FIELDS
+    from esper.simic.config import TrainingConfig
+    from esper.simic.ppo import PPOAgent
+    agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, gamma=0.97, target_kl=None, entropy_anneal_steps=3,
+                     anomaly_max_ratio_threshold=4.0)
+    agent.save(tmp_path / "a.pt")
+    ck = torch.load(tmp_path / "a.pt", weights_only=True)
+    assert ck["config"] == {"state_dim": 4, "action_dim": 3, **agent.config.to_dict()}
+    restored = PPOAgent.from_checkpoint(tmp_path / "a.pt")
+    assert restored.config == agent.config and restored.anomaly_detector.max_ratio_threshold == 4.0
+    # a checkpoint written before the whole config was stored: architecture and PPO fields only
+    ck["config"] = {k: ck["config"][k] for k in (*ARCH_FIELDS, *HPARAM_FIELDS)}
+    torch.save(ck, tmp_path / "old.pt")
+    old = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16)
+    old.load(tmp_path / "old.pt")
+    assert (old.gamma, old.target_kl, old.entropy_anneal_steps) == (0.97, None, 3)
+    assert old.config.anomaly_max_ratio_threshold == TrainingConfig().anomaly_max_ratio_threshold
+    assert PPOAgent.from_checkpoint(tmp_path / "old.pt").config == old.config
+    ck["config"]["gamma"] = 1.5  # a stored value is validated like any other
+    torch.save(ck, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match="gamma must be in"):
+        old.load(tmp_path / "bad.pt")

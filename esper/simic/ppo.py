@@ -9,28 +9,45 @@ __all__ = ['logger', 'ppo_loss', 'step_is_finite', 'PPOAgent', 'value_diagnostic
 import logging
 import math
 import warnings
+from dataclasses import replace
 
 import torch
+from fastcore.basics import patch
 from torch import nn
 
+from ..leyline import N_FLAT_ACTIONS
 from .annealing import EntropySchedule
 from .anomaly_detector import AnomalyDetector
 from .buffer import MultiEnvRolloutBuffer
-from .config import TrainingConfig
-from .networks import (ActorCritic, FactoredActorCritic, RecurrentActorCritic, FLAT_HEAD,
-                                  check_masks, evaluate_heads, head_sizes_of, mask_shapes_of, sample_heads)
+from .config import PPO_FIELDS, TrainingConfig, resolve_config
+from esper.simic.networks import (
+    ActorCritic,
+    FactoredActorCritic,
+    RecurrentActorCritic,
+    FLAT_HEAD,
+    check_masks,
+    evaluate_heads,
+    head_sizes_of,
+    mask_shapes_of,
+    sample_heads,
+)
 from .types import PPOUpdateMetrics
 
 logger = logging.getLogger(__name__)
 
 # %% ../../nbs/simic/08_ppo.ipynb #862cb296
 def ppo_loss(
-    new_log_probs: torch.Tensor, old_log_probs: torch.Tensor, # joint log-probs of the stored actions `[B]`
-    advantages: torch.Tensor, returns: torch.Tensor,          # GAE advantages and value targets `[B]`
-    new_values: torch.Tensor, old_values: torch.Tensor,       # critic now and at acting time `[B]`
-    head_entropies: dict[str, torch.Tensor],                  # per-head entropy `[B]`
-    entropy_coefs: dict[str, torch.Tensor],                   # per-head, per-sample entropy coefficient `[B]`
-    clip_ratio: float=0.2, clip_value: bool=False, value_coef: float=0.5,
+    new_log_probs: torch.Tensor,
+    old_log_probs: torch.Tensor,  # joint log-probs of the stored actions `[B]`
+    advantages: torch.Tensor,
+    returns: torch.Tensor,  # GAE advantages and value targets `[B]`
+    new_values: torch.Tensor,
+    old_values: torch.Tensor,  # critic now and at acting time `[B]`
+    head_entropies: dict[str, torch.Tensor],  # per-head entropy `[B]`
+    entropy_coefs: dict[str, torch.Tensor],  # per-head, per-sample entropy coefficient `[B]`
+    clip_ratio: float = 0.2,
+    clip_value: bool = False,
+    value_coef: float = 0.5,
 ) -> dict[str, torch.Tensor]:
     "Clipped-surrogate PPO loss and its diagnostics for one minibatch."
     logratio = new_log_probs - old_log_probs
@@ -38,315 +55,388 @@ def ppo_loss(
     with torch.no_grad():
         approx_kl = ((ratio - 1) - logratio).mean()
         clipfrac = ((ratio - 1.0).abs() > clip_ratio).float().mean()
-    if advantages.numel() > 1: advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    if advantages.numel() > 1:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
     policy_loss = torch.max(-advantages * ratio, -advantages * ratio.clamp(1 - clip_ratio, 1 + clip_ratio)).mean()
     if clip_value:
         v_clipped = old_values + (new_values - old_values).clamp(-clip_ratio, clip_ratio)
         value_loss = 0.5 * torch.max((new_values - returns) ** 2, (v_clipped - returns) ** 2).mean()
-    else: value_loss = 0.5 * ((new_values - returns) ** 2).mean()
+    else:
+        value_loss = 0.5 * ((new_values - returns) ** 2).mean()
     entropy_bonus = sum((entropy_coefs[k] * h).mean() for k, h in head_entropies.items())
     loss = policy_loss + value_coef * value_loss - entropy_bonus
-    return {"loss": loss, "policy_loss": policy_loss.detach(), "value_loss": value_loss.detach(),
-            "entropy": sum(h.mean() for h in head_entropies.values()).detach(), "entropy_loss": -entropy_bonus.detach(),
-            "approx_kl": approx_kl, "clipfrac": clipfrac, "ratio_max": ratio.detach().max(),
-            "ratio_min": ratio.detach().min(), "finite": torch.isfinite(ratio).all() & torch.isfinite(loss.detach()),
-            **{f"head_entropy/{k}": h.detach().mean() for k, h in head_entropies.items()}}
+    return {
+        "loss": loss,
+        "policy_loss": policy_loss.detach(),
+        "value_loss": value_loss.detach(),
+        "entropy": sum(h.mean() for h in head_entropies.values()).detach(),
+        "entropy_loss": -entropy_bonus.detach(),
+        "approx_kl": approx_kl,
+        "clipfrac": clipfrac,
+        "ratio_max": ratio.detach().max(),
+        "ratio_min": ratio.detach().min(),
+        "finite": torch.isfinite(ratio).all() & torch.isfinite(loss.detach()),
+        **{f"head_entropy/{k}": h.detach().mean() for k, h in head_entropies.items()},
+    }
 
 # %% ../../nbs/simic/08_ppo.ipynb #840ca1ea
 def step_is_finite(
-    loss: torch.Tensor,      # the minibatch loss
-    grad_norm: torch.Tensor, # total gradient norm from `clip_grad_norm_` (non-finite when any gradient is)
+    loss: torch.Tensor,  # the minibatch loss
+    grad_norm: torch.Tensor,  # total gradient norm from `clip_grad_norm_` (non-finite when any gradient is)
 ) -> torch.Tensor:
     "Device-side bool: the loss and the gradient norm are finite, so the optimiser step is safe to take."
     return torch.isfinite(loss.detach()) & torch.isfinite(grad_norm)
 
 # %% ../../nbs/simic/08_ppo.ipynb #367aee91
-_SCHEDULE_FIELDS = ("entropy_coef", "entropy_coef_start", "entropy_coef_end", "entropy_anneal_steps",
-                    "entropy_coef_min", "adaptive_entropy_floor")
+_NETWORK_FIELDS = ("hidden_dim", "recurrent", "lstm_hidden_dim")  # fixed once the network is built
+_SCHEDULE_FIELDS = (
+    "entropy_coef",
+    "entropy_coef_start",
+    "entropy_coef_end",
+    "entropy_anneal_steps",
+    "entropy_coef_min",
+    "adaptive_entropy_floor",
+)
+
 
 class PPOAgent:
-    "PPO for flat, factored (dict `action_dim`) and recurrent policies."
-    def __init__(self,
-                 state_dim: int,                    # observation length
-                 action_dim: int|dict[str, int]=9,  # number of actions, or head sizes keyed by HEAD_NAMES
-                 hidden_dim: int=256, lr: float=3e-4, gamma: float=0.99, gae_lambda: float=0.95,
-                 clip_ratio: float=0.2, clip_value: bool=False,
-                 entropy_coef: float=0.01, entropy_coef_start: float|None=None, entropy_coef_end: float|None=None,
-                 entropy_anneal_steps: int=0, entropy_coef_min: float=0.01, adaptive_entropy_floor: bool=False,
-                 value_coef: float=0.5, max_grad_norm: float=0.5, n_epochs: int=10, batch_size: int=64,
-                 target_kl: float|None=0.015,       # stop an update's epochs when mean approx_kl exceeds it
-                 weight_decay: float=0.0,           # AdamW decay on the critic only
-                 recurrent: bool=False, lstm_hidden_dim: int=128,
-                 device: str|torch.device="cpu",
-                 anomaly_detector: AnomalyDetector|None=None, # default thresholds if None
-                 telemetry_config=None,             # anything with `should_collect(level_name) -> bool`
-                 obs_normalizer=None, reward_normalizer=None, # saved and restored with the agent
-                ):
-        self.hparams = TrainingConfig(lr=lr, gamma=gamma, gae_lambda=gae_lambda, clip_ratio=clip_ratio,
-            clip_value=clip_value, value_coef=value_coef, max_grad_norm=max_grad_norm, n_epochs=n_epochs,
-            batch_size=batch_size, target_kl=target_kl, weight_decay=weight_decay, entropy_coef=entropy_coef,
-            entropy_coef_start=entropy_coef_start, entropy_coef_end=entropy_coef_end,
-            entropy_anneal_steps=entropy_anneal_steps, entropy_coef_min=entropy_coef_min,
-            adaptive_entropy_floor=adaptive_entropy_floor, hidden_dim=hidden_dim, recurrent=recurrent,
-            lstm_hidden_dim=lstm_hidden_dim)  # validates every value, naming the field
-        if not (isinstance(state_dim, int) and state_dim >= 1): raise ValueError(f"state_dim must be an integer >= 1 (got {state_dim!r})")
-        self.state_dim, self.head_sizes = state_dim, head_sizes_of(action_dim)
+    "PPO for flat, factored (dict `action_dim`) and recurrent policies; hyperparameters in one `TrainingConfig`."
+
+    def __init__(
+        self,
+        state_dim: int,  # observation length
+        action_dim: int | dict[str, int] = N_FLAT_ACTIONS,  # number of actions, or head sizes keyed by HEAD_NAMES
+        *,
+        config: TrainingConfig | None = None,  # hyperparameters (default: built from `hparams`)
+        device: str | torch.device = "cpu",
+        anomaly_detector: AnomalyDetector | None = None,  # default: the thresholds in `config`
+        telemetry_config=None,  # anything with `should_collect(level_name) -> bool`
+        obs_normalizer=None,
+        reward_normalizer=None,  # saved and restored with the agent
+        **hparams,  # `TrainingConfig` fields: lr, gamma, recurrent, ...
+    ):
+        config = resolve_config(config, hparams, "PPOAgent")  # validates every value, naming the field
+        if not (isinstance(state_dim, int) and state_dim >= 1):
+            raise ValueError(f"state_dim must be an integer >= 1 (got {state_dim!r})")
+        self.state_dim = state_dim
+        self.head_sizes = head_sizes_of(action_dim)
         self.action_dim = action_dim if isinstance(action_dim, int) else dict(self.head_sizes)
-        self.factored, self.recurrent = FLAT_HEAD not in self.head_sizes, recurrent
+        self.factored = FLAT_HEAD not in self.head_sizes
         self.mask_shapes = mask_shapes_of(self.head_sizes)  # per head, plus `op|slot` when factored
-        self.gamma, self.gae_lambda, self.clip_ratio, self.clip_value = gamma, gae_lambda, clip_ratio, clip_value
-        self.value_coef, self.max_grad_norm, self.n_epochs, self.batch_size = value_coef, max_grad_norm, n_epochs, batch_size
-        self.target_kl, self.weight_decay, self.lr, self.hidden_dim, self.lstm_hidden_dim = target_kl, weight_decay, lr, hidden_dim, lstm_hidden_dim
-        self.entropy_schedule = EntropySchedule(entropy_coef, entropy_coef_start, entropy_coef_end,
-                                                entropy_anneal_steps, entropy_coef_min, adaptive_entropy_floor)
+        self._config = config
         self.device = torch.device(device)
-        if recurrent: self.network = RecurrentActorCritic(state_dim, self.action_dim, hidden_dim, lstm_hidden_dim)
-        elif self.factored: self.network = FactoredActorCritic(state_dim, self.head_sizes, hidden_dim)
-        else: self.network = ActorCritic(state_dim, action_dim, hidden_dim)
+        if config.recurrent:
+            self.network = RecurrentActorCritic(state_dim, self.action_dim, config.hidden_dim, config.lstm_hidden_dim)
+        elif self.factored:
+            self.network = FactoredActorCritic(state_dim, self.head_sizes, config.hidden_dim)
+        else:
+            self.network = ActorCritic(state_dim, action_dim, config.hidden_dim)
         self.network.to(self.device)
         self._params = list(self.network.parameters())
         self.optimizer = self._make_optimizer()
         self.buffer = MultiEnvRolloutBuffer()  # one ordered rollout per env_id
-        self.anomaly_detector = anomaly_detector or AnomalyDetector()
-        self.telemetry_config, self.obs_normalizer, self.reward_normalizer = telemetry_config, obs_normalizer, reward_normalizer
+        self.anomaly_detector = anomaly_detector or AnomalyDetector(**config.to_anomaly_kwargs())
+        self.telemetry_config = telemetry_config
+        self.obs_normalizer = obs_normalizer
+        self.reward_normalizer = reward_normalizer
         self.train_steps = 0
         self._hidden, self._hidden_in, self._last_acted = {}, {}, {}
 
-    def _make_optimizer(self) -> torch.optim.Optimizer:
-        "Adam (eps 1e-5); AdamW with decay on the critic only when `weight_decay > 0`. Fused on CUDA, foreach on CPU."
-        kw = {"lr": self.lr, "eps": 1e-5, **({"fused": True} if self.device.type == "cuda" else {"foreach": True})}
-        if self.weight_decay <= 0: return torch.optim.Adam(self.network.parameters(), **kw)
-        g = self.network.parameter_groups()
-        return torch.optim.AdamW([{"params": g["actor"], "weight_decay": 0.0, "name": "actor"},
-                                  {"params": g["shared"], "weight_decay": 0.0, "name": "shared"},
-                                  {"params": g["critic"], "weight_decay": self.weight_decay, "name": "critic"}], **kw)
+# %% ../../nbs/simic/08_ppo.ipynb #15924624
+@patch(as_prop=True)
+def config(self: PPOAgent) -> TrainingConfig:
+    "The agent's hyperparameters; `agent.lr`, `agent.gamma`, ... read them from here."
+    return self._config
 
-    # --- entropy schedule -------------------------------------------------------------
-    def get_entropy_coef(self, action_mask: torch.Tensor|dict|None=None) -> float:
-        "Entropy coefficient at the current `train_steps` (see the annealing chapter)."
-        if isinstance(action_mask, dict):
-            return max(self.entropy_schedule.coef(self.train_steps, m) for m in action_mask.values())
-        return self.entropy_schedule.coef(self.train_steps, action_mask)
 
-    def get_entropy_floor(self, action_mask: torch.Tensor|dict|None=None) -> float:
-        "Floor of the entropy coefficient for a mask (scaled when `adaptive_entropy_floor`)."
-        if isinstance(action_mask, dict): return max(self.entropy_schedule.floor(m) for m in action_mask.values())
-        return self.entropy_schedule.floor(action_mask)
+@patch(set_prop=True)
+def config(self: PPOAgent, config: TrainingConfig) -> None:
+    if not isinstance(config, TrainingConfig):
+        raise TypeError(f"config must be a TrainingConfig (got {type(config).__name__})")
+    for name in _NETWORK_FIELDS:
+        old, new = getattr(self._config, name), getattr(config, name)
+        if new != old:
+            raise ValueError(f"config.{name} is fixed by the network: {old!r} cannot become {new!r}")
+    if self.anomaly_detector == AnomalyDetector(**self._config.to_anomaly_kwargs()):  # it follows the config
+        self.anomaly_detector = AnomalyDetector(**config.to_anomaly_kwargs())
+    self._config = replace(config)  # a validated copy
 
-    # --- inputs -----------------------------------------------------------------------
-    def _as_states(self, states) -> torch.Tensor:
-        x = torch.as_tensor(states, dtype=torch.float32, device=self.device)
-        if x.shape[-1] != self.state_dim: raise ValueError(f"state has {x.shape[-1]} features, expected state_dim={self.state_dim}")
-        return x
 
-    def _as_masks(self, masks, batch: int) -> dict[str, torch.Tensor]|None:
-        "Masks as a dict of `[batch, *shape]` bool tensors on the agent's device (every head; `op|slot` if given)."
-        if masks is None: return None
-        if not isinstance(masks, dict):
-            if self.factored: raise ValueError(f"a factored agent needs a dict of masks keyed by {tuple(self.head_sizes)}")
-            masks = {FLAT_HEAD: masks}
-        return {k: torch.as_tensor(masks[k], device=self.device).bool().reshape(batch, *shape)
-                for k, shape in self.mask_shapes.items() if k in self.head_sizes or k in masks}
+def _config_property(name: str) -> property:
+    "`agent.<name>` reads `agent.config.<name>`; assigning it replaces the config with a validated copy."
 
-    def _as_action(self, action) -> dict[str, int]:
-        if isinstance(action, dict): return {k: int(action[k]) for k in self.head_sizes}
-        if self.factored: raise ValueError(f"a factored agent needs a dict action keyed by {tuple(self.head_sizes)}")
-        return {FLAT_HEAD: int(action)}
+    def get(self):
+        return getattr(self._config, name)
 
-    # --- acting -----------------------------------------------------------------------
-    def _forward(self, x: torch.Tensor, env_ids: list[int]):
-        "Logits and values for a batch `[B, D]`; a recurrent policy advances each env's hidden state."
-        if not self.recurrent: return self.network(x)
-        net = self.network
-        hs = [self._hidden.get(e) or net.initial_hidden(1, self.device) for e in env_ids]
-        h_in = (torch.cat([h for h, _ in hs], 1), torch.cat([c for _, c in hs], 1))
-        logits, values, (h, c) = net(x.unsqueeze(1), h_in)
-        for i, e in enumerate(env_ids):
-            self._hidden_in[e] = hs[i]; self._hidden[e] = (h[:, i:i + 1], c[:, i:i + 1])
-        return {k: v[:, 0] for k, v in logits.items()}, values[:, 0]
+    def set(self, value):
+        self.config = replace(self._config, **{name: value})
 
-    @torch.inference_mode()
-    def get_action(self, state, action_mask=None, deterministic: bool=False, env_id: int=0):
-        "Act on one state: `(action, log_prob, value)`; the action is an int, or a dict for a factored policy."
-        x = self._as_states(state).reshape(1, self.state_dim)
-        masks = self._as_masks(action_mask, 1); check_masks(masks)
-        logits, value = self._forward(x, [env_id])
-        actions = sample_heads(logits, masks, deterministic)
-        log_prob, _ = evaluate_heads(logits, actions, masks)
-        nums = torch.cat([*(a.reshape(1).float() for a in actions.values()), log_prob.reshape(1), value.reshape(1)]).tolist()
-        self._last_acted[env_id] = state
-        action = {k: int(v) for k, v in zip(actions, nums)} if self.factored else int(nums[0])
-        return action, nums[-2], nums[-1]
+    return property(get, set, doc=f"`config.{name}`")
 
-    @torch.inference_mode()
-    def get_action_batch(self, states, action_masks=None, deterministic: bool=False, env_ids: list[int]|None=None):
-        "Act on a batch `[B, D]` in one forward pass: `(actions, log_probs, values)` as tensors."
-        x = self._as_states(states).reshape(-1, self.state_dim)
-        masks = self._as_masks(action_masks, x.shape[0]); check_masks(masks)
-        logits, values = self._forward(x, list(env_ids) if env_ids is not None else list(range(x.shape[0])))
-        actions = sample_heads(logits, masks, deterministic)
-        log_probs, _ = evaluate_heads(logits, actions, masks)
-        return (actions if self.factored else actions[FLAT_HEAD]), log_probs, values
 
-    @torch.inference_mode()
-    def get_value(self, state, env_id: int=0) -> float:
-        "Critic's value of one state (recurrent: from the env's current hidden state, which is not advanced)."
-        x = self._as_states(state).reshape(1, self.state_dim)
-        if not self.recurrent: return float(self.network(x)[1])
-        hidden = self._hidden.get(env_id) or self.network.initial_hidden(1, self.device)
-        return float(self.network(x.unsqueeze(1), hidden)[1])
+for _name in PPO_FIELDS:
+    setattr(PPOAgent, _name, _config_property(_name))
 
-    def reset_hidden(self, env_id: int|None=None) -> None:
-        "Forget the recurrent hidden state of one env (or all)."
-        for d in (self._hidden, self._hidden_in):
-            if env_id is None: d.clear()
-            else: d.pop(env_id, None)
 
-    # --- storing ----------------------------------------------------------------------
-    def _transition(self, state, action, log_prob, value, reward, done, action_mask, truncated, bootstrap_value,
-                    final_state, env_id) -> dict:
-        "Validate and normalise one transition; warns if `state` is not the state last acted on."
-        last = self._last_acted.pop(env_id, None)
-        if last is not None and state is not last and not torch.equal(torch.as_tensor(state).cpu(), torch.as_tensor(last).cpu()):
-            warnings.warn("store_transition got a different state from the one get_action acted on; store the "
-                          "(normalised) state the policy saw, or the PPO ratio compares different inputs", RuntimeWarning)
-        if truncated and bootstrap_value is None:
-            if final_state is None:
-                raise ValueError("truncated=True needs the critic's value of the final observation: "
-                                 "pass bootstrap_value= or final_state=")
-            bootstrap_value = self.get_value(final_state, env_id)
-        masks = self._as_masks(action_mask, 1)
-        if self.reward_normalizer is not None:  # scale by the running std of rewards (only the stored copy is scaled)
-            reward = self.reward_normalizer.update_and_normalize(float(reward))
-        return dict(state=self._as_states(state).detach().reshape(self.state_dim), action=self._as_action(action),
-                    log_prob=float(log_prob), value=float(value), reward=float(reward), done=bool(done),
-                    mask=None if masks is None else {k: m[0] for k, m in masks.items()},
-                    truncated=bool(truncated), bootstrap_value=float(bootstrap_value or 0.0))
+@patch(as_prop=True)
+def entropy_schedule(self: PPOAgent) -> EntropySchedule:
+    "The entropy schedule of `config` (built from it on each read, so it always follows the config)."
+    return EntropySchedule(**{k: getattr(self._config, k) for k in _SCHEDULE_FIELDS})
 
-    def store_transition(self, state, action, log_prob: float, value: float, reward: float, done: bool,
-                         action_mask=None, truncated: bool=False, bootstrap_value: float|None=None, final_state=None,
-                         env_id: int=0):
-        "Store one step of env `env_id`; an episode end resets that env's recurrent hidden state."
-        tr = self._transition(state, action, log_prob, value, reward, done, action_mask, truncated,
-                              bootstrap_value, final_state, env_id)
-        self.buffer.add(env_id, hidden=self._hidden_in.get(env_id), **tr)
-        if self.recurrent and (done or truncated): self.reset_hidden(env_id)
+# %% ../../nbs/simic/08_ppo.ipynb #1b820a05
+@patch
+def _make_optimizer(self: PPOAgent) -> torch.optim.Optimizer:
+    "Adam (eps 1e-5); AdamW with decay on the critic only when `weight_decay > 0`. Fused on CUDA, foreach on CPU."
+    kw = {"lr": self.lr, "eps": 1e-5, **({"fused": True} if self.device.type == "cuda" else {"foreach": True})}
+    if self.weight_decay <= 0:
+        return torch.optim.Adam(self.network.parameters(), **kw)
+    g = self.network.parameter_groups()
+    return torch.optim.AdamW(
+        [
+            {"params": g["actor"], "weight_decay": 0.0, "name": "actor"},
+            {"params": g["shared"], "weight_decay": 0.0, "name": "shared"},
+            {"params": g["critic"], "weight_decay": self.weight_decay, "name": "critic"},
+        ],
+        **kw,
+    )
 
-    def store_recurrent_transition(self, state, action, log_prob, value, reward, done, action_mask=None, env_id: int=0,
-                                   truncated: bool=False, bootstrap_value: float|None=None, final_state=None):
-        "Store one step of a recurrent policy's env `env_id` (`store_transition` for a recurrent agent)."
-        if not self.recurrent: raise ValueError("store_recurrent_transition needs PPOAgent(recurrent=True)")
-        self.store_transition(state, action, log_prob, value, reward, done, action_mask, truncated,
-                              bootstrap_value, final_state, env_id)
+# %% ../../nbs/simic/08_ppo.ipynb #8714bf66
+@patch
+def get_entropy_coef(self: PPOAgent, action_mask: torch.Tensor | dict | None = None) -> float:
+    "Entropy coefficient at the current `train_steps` (see the annealing chapter)."
+    if isinstance(action_mask, dict):
+        return max(self.entropy_schedule.coef(self.train_steps, m) for m in action_mask.values())
+    return self.entropy_schedule.coef(self.train_steps, action_mask)
 
-    # --- learning ---------------------------------------------------------------------
-    def _optimizer_step(self, loss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        "backward, clip the global grad norm, step if `step_is_finite`; returns (pre-clip norm, that flag)."
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        norm = nn.utils.clip_grad_norm_(self._params, self.max_grad_norm, foreach=True)
-        ok = step_is_finite(loss, norm)
-        if self.optimizer.defaults.get("fused"):  # the fused kernel reads the flag on the device and skips itself
-            self.optimizer.found_inf = (~ok).float()
-            try:
-                self.optimizer.step()
-            finally:
-                del self.optimizer.found_inf
-        elif bool(ok):  # foreach (CPU): the flag is host memory, reading it is no device sync
-            self.optimizer.step()
-        return norm, ok
 
-    def _entropy_coefs(self, masks: dict[str, torch.Tensor]|None, batch: int) -> dict[str, torch.Tensor|float]:
-        "Per-head coefficient: a per-sample tensor with the adaptive floor, else one float (no kernel needed)."
-        if not self.adaptive_entropy_floor or masks is None:
-            return dict.fromkeys(self.head_sizes, self.get_entropy_coef())
-        return {k: self.entropy_schedule.coef_tensor(self.train_steps, masks[k], batch, self.device) for k in self.head_sizes}
+@patch
+def get_entropy_floor(self: PPOAgent, action_mask: torch.Tensor | dict | None = None) -> float:
+    "Floor of the entropy coefficient for a mask (scaled when `adaptive_entropy_floor`)."
+    if isinstance(action_mask, dict):
+        return max(self.entropy_schedule.floor(m) for m in action_mask.values())
+    return self.entropy_schedule.floor(action_mask)
 
-    def _debug(self) -> bool:
-        tc = self.telemetry_config
-        return tc is not None and bool(tc.should_collect("debug"))
+# %% ../../nbs/simic/08_ppo.ipynb #6f036846
+@patch
+def _as_states(self: PPOAgent, states) -> torch.Tensor:
+    x = torch.as_tensor(states, dtype=torch.float32, device=self.device)
+    if x.shape[-1] != self.state_dim:
+        raise ValueError(f"state has {x.shape[-1]} features, expected state_dim={self.state_dim}")
+    return x
 
-    def update(self, last_value: float|dict[int, float]=0.0) -> PPOUpdateMetrics:
-        "One PPO update on the stored rollout; `last_value` (one, or one per env) bootstraps a rollout cut mid-episode."
-        if self.recurrent: return self.update_recurrent(last_values=last_value)
-        if len(self.buffer) == 0:
-            warnings.warn("update() called with an empty buffer: nothing to learn", RuntimeWarning); return {}
-        # 1. rollout -> tensors, 2. GAE advantages and returns
-        b = self.buffer.tensors(self.head_sizes, self.device, self.mask_shapes)
-        advantages, returns = (t.to(self.device) for t in self.buffer.advantages(last_value, self.gamma, self.gae_lambda))
-        metrics = value_diagnostics(b["values"], returns, advantages)
-        n = len(advantages); mb_size = min(self.batch_size, n)
-        stats, epochs_run, debug = UpdateStats(), 0, self._debug()
-        for epoch in range(self.n_epochs):
-            perm = torch.randperm(n, device=self.device)
-            for start in range(0, n, mb_size):
-                idx = perm[start:start + mb_size]
-                # 3. re-evaluate the stored actions under the current policy
-                logits, new_values = self.network(b["states"][idx])
-                masks = None if b["masks"] is None else {k: m[idx] for k, m in b["masks"].items()}
-                new_log_probs, head_entropies = evaluate_heads(logits, {k: a[idx] for k, a in b["actions"].items()}, masks)
-                # 4. clipped surrogate + value loss - entropy bonus, then one optimiser step
-                out = ppo_loss(new_log_probs, b["log_probs"][idx], advantages[idx], returns[idx], new_values,
-                               b["values"][idx], head_entropies, self._entropy_coefs(masks, len(idx)),
-                               self.clip_ratio, self.clip_value, self.value_coef)
-                stats.add(out, *self._optimizer_step(out["loss"]), epoch, debug, new_log_probs - b["log_probs"][idx])
-            epochs_run += 1
-            if stats.end_epoch(epoch, self.target_kl): break  # KL early stop or non-finite ratio
-        return self._finish(metrics, stats, epochs_run, self.n_epochs, n, b["values"], returns)
 
-    def update_recurrent(self, last_values: float|dict[int, float]=0.0, n_epochs: int|None=None) -> PPOUpdateMetrics:
-        "PPO update over whole episode sequences of a recurrent policy (see the recurrent chapter)."
-        from esper.simic.recurrent import update_recurrent
-        return update_recurrent(self, last_values, n_epochs)
+@patch
+def _as_masks(self: PPOAgent, masks, batch: int) -> dict[str, torch.Tensor] | None:
+    "Masks as a dict of `[batch, *shape]` bool tensors on the agent's device (every head; `op|slot` if given)."
+    if masks is None:
+        return None
+    if not isinstance(masks, dict):
+        if self.factored:
+            raise ValueError(f"a factored agent needs a dict of masks keyed by {tuple(self.head_sizes)}")
+        masks = {FLAT_HEAD: masks}
+    return {
+        k: torch.as_tensor(masks[k], device=self.device).bool().reshape(batch, *shape)
+        for k, shape in self.mask_shapes.items()
+        if k in self.head_sizes or k in masks
+    }
 
-    def _finish(self, metrics: dict, stats: "UpdateStats", epochs_run: int, planned: int, n: int, values, returns) -> PPOUpdateMetrics:
-        "Clear the rollout, count the update, read the accumulated metrics once, run the anomaly checks."
-        self.buffer.clear(); self.train_steps += 1
-        metrics.update(stats.summary())
-        var_r = returns.var(correction=0).item()
-        metrics["explained_variance"] = float("nan") if var_r == 0 else 1.0 - (returns - values).var(correction=0).item() / var_r
-        metrics.update(n_epochs_run=epochs_run, early_stopped=epochs_run < planned,
-                       n_samples=n, train_steps=self.train_steps, entropy_coef=self.get_entropy_coef())
-        report = self.anomaly_detector.check_all(metrics["ratio_max"], metrics["ratio_min"],
-                                                 metrics["explained_variance"] if var_r > 0 else 1.0,
-                                                 has_nan=metrics.get("ratio_has_numerical_issue", False))
-        metrics["anomalies"] = list(report.anomaly_types)
-        if metrics["skipped_steps"]:
-            self._report_skipped(metrics, len(stats.rows))
-        return metrics
 
-    def _report_skipped(self, metrics: dict, n_steps: int) -> None:
-        "A skipped step is an anomaly: list it, log it, and drop the non-finite gradients it left behind."
-        self.optimizer.zero_grad(set_to_none=True)
-        metrics["anomalies"].append("skipped_steps")
-        logger.warning("PPO update %d skipped %d of %d optimizer steps on a non-finite loss or gradient; the weights "
-                       "are kept (%d samples have a non-finite advantage or return)", self.train_steps,
-                       metrics["skipped_steps"], n_steps, metrics.get("nonfinite_advantages", 0))
+@patch
+def _as_action(self: PPOAgent, action) -> dict[str, int]:
+    if isinstance(action, dict):
+        return {k: int(action[k]) for k in self.head_sizes}
+    if self.factored:
+        raise ValueError(f"a factored agent needs a dict action keyed by {tuple(self.head_sizes)}")
+    return {FLAT_HEAD: int(action)}
 
-    def save(self, path) -> None:
-        "Write a checkpoint atomically (see the checkpoint chapter)."
-        from esper.simic.checkpoint import save_agent
-        save_agent(self, path)
+# %% ../../nbs/simic/08_ppo.ipynb #faf6a7fc
+@patch
+def _forward(self: PPOAgent, x: torch.Tensor, env_ids: list[int]):
+    "Logits and values for a batch `[B, D]`; a recurrent policy advances each env's hidden state."
+    if not self.recurrent:
+        return self.network(x)
+    net = self.network
+    hs = [self._hidden.get(e) or net.initial_hidden(1, self.device) for e in env_ids]
+    h_in = (torch.cat([h for h, _ in hs], 1), torch.cat([c for _, c in hs], 1))
+    logits, values, (h, c) = net(x.unsqueeze(1), h_in)
+    for i, e in enumerate(env_ids):
+        self._hidden_in[e] = hs[i]
+        self._hidden[e] = (h[:, i : i + 1], c[:, i : i + 1])
+    return {k: v[:, 0] for k, v in logits.items()}, values[:, 0]
 
-    def load(self, path) -> None:
-        "Restore network, optimiser, normalisers, hyperparameters and `train_steps` from `save`."
-        from esper.simic.checkpoint import load_agent
-        load_agent(self, path)
 
-    @classmethod
-    def from_checkpoint(cls, path, device="cpu") -> "PPOAgent":
-        "A new agent built and restored from a checkpoint written by `save`."
-        from esper.simic.checkpoint import agent_from_checkpoint
-        return agent_from_checkpoint(path, device)
+@patch
+@torch.inference_mode()
+def get_action(self: PPOAgent, state, action_mask=None, deterministic: bool = False, env_id: int = 0):
+    "Act on one state: `(action, log_prob, value)`; the action is an int, or a dict for a factored policy."
+    x = self._as_states(state).reshape(1, self.state_dim)
+    masks = self._as_masks(action_mask, 1)
+    check_masks(masks)
+    logits, value = self._forward(x, [env_id])
+    actions = sample_heads(logits, masks, deterministic)
+    log_prob, _ = evaluate_heads(logits, actions, masks)
+    heads = [a.reshape(1).float() for a in actions.values()]
+    nums = torch.cat([*heads, log_prob.reshape(1), value.reshape(1)]).tolist()
+    self._last_acted[env_id] = state
+    action = {k: int(v) for k, v in zip(actions, nums)} if self.factored else int(nums[0])
+    return action, nums[-2], nums[-1]
 
-def _schedule_property(name: str) -> property:
-    return property(lambda self: getattr(self.entropy_schedule, name),
-                    lambda self, v: setattr(self.entropy_schedule, name, v), doc=f"`EntropySchedule.{name}`")
 
-for _name in _SCHEDULE_FIELDS: setattr(PPOAgent, _name, _schedule_property(_name))
+@patch
+@torch.inference_mode()
+def get_action_batch(
+    self: PPOAgent, states, action_masks=None, deterministic: bool = False, env_ids: list[int] | None = None
+):
+    "Act on a batch `[B, D]` in one forward pass: `(actions, log_probs, values)` as tensors."
+    x = self._as_states(states).reshape(-1, self.state_dim)
+    masks = self._as_masks(action_masks, x.shape[0])
+    check_masks(masks)
+    logits, values = self._forward(x, list(env_ids) if env_ids is not None else list(range(x.shape[0])))
+    actions = sample_heads(logits, masks, deterministic)
+    log_probs, _ = evaluate_heads(logits, actions, masks)
+    return (actions if self.factored else actions[FLAT_HEAD]), log_probs, values
+
+
+@patch
+@torch.inference_mode()
+def get_value(self: PPOAgent, state, env_id: int = 0) -> float:
+    "Critic's value of one state (recurrent: from the env's current hidden state, which is not advanced)."
+    x = self._as_states(state).reshape(1, self.state_dim)
+    if not self.recurrent:
+        return float(self.network(x)[1])
+    hidden = self._hidden.get(env_id) or self.network.initial_hidden(1, self.device)
+    return float(self.network(x.unsqueeze(1), hidden)[1])
+
+
+@patch
+def reset_hidden(self: PPOAgent, env_id: int | None = None) -> None:
+    "Forget the recurrent hidden state of one env (or all)."
+    for d in (self._hidden, self._hidden_in):
+        if env_id is None:
+            d.clear()
+        else:
+            d.pop(env_id, None)
+
+# %% ../../nbs/simic/08_ppo.ipynb #0de43452
+@patch
+def _transition(
+    self: PPOAgent,
+    state,
+    action,
+    log_prob,
+    value,
+    reward,
+    done,
+    action_mask,
+    truncated,
+    bootstrap_value,
+    final_state,
+    env_id,
+) -> dict:
+    "Validate and normalise one transition; warns if `state` is not the state last acted on."
+    last = self._last_acted.pop(env_id, None)
+    if (
+        last is not None
+        and state is not last
+        and not torch.equal(torch.as_tensor(state).cpu(), torch.as_tensor(last).cpu())
+    ):
+        warnings.warn(
+            "store_transition got a different state from the one get_action acted on; store the "
+            "(normalised) state the policy saw, or the PPO ratio compares different inputs",
+            RuntimeWarning,
+        )
+    if truncated and bootstrap_value is None:
+        if final_state is None:
+            raise ValueError(
+                "truncated=True needs the critic's value of the final observation: "
+                "pass bootstrap_value= or final_state="
+            )
+        bootstrap_value = self.get_value(final_state, env_id)
+    masks = self._as_masks(action_mask, 1)
+    if self.reward_normalizer is not None:  # scale by the running std of rewards (only the stored copy is scaled)
+        reward = self.reward_normalizer.update_and_normalize(float(reward))
+    return dict(
+        state=self._as_states(state).detach().reshape(self.state_dim),
+        action=self._as_action(action),
+        log_prob=float(log_prob),
+        value=float(value),
+        reward=float(reward),
+        done=bool(done),
+        mask=None if masks is None else {k: m[0] for k, m in masks.items()},
+        truncated=bool(truncated),
+        bootstrap_value=float(bootstrap_value or 0.0),
+    )
+
+
+@patch
+def store_transition(
+    self: PPOAgent,
+    state,
+    action,
+    log_prob: float,
+    value: float,
+    reward: float,
+    done: bool,
+    action_mask=None,
+    truncated: bool = False,
+    bootstrap_value: float | None = None,
+    final_state=None,
+    env_id: int = 0,
+):
+    "Store one step of env `env_id`; an episode end resets that env's recurrent hidden state."
+    tr = self._transition(
+        state=state,
+        action=action,
+        log_prob=log_prob,
+        value=value,
+        reward=reward,
+        done=done,
+        action_mask=action_mask,
+        truncated=truncated,
+        bootstrap_value=bootstrap_value,
+        final_state=final_state,
+        env_id=env_id,
+    )
+    self.buffer.add(env_id, hidden=self._hidden_in.get(env_id), **tr)
+    if self.recurrent and (done or truncated):
+        self.reset_hidden(env_id)
+
+
+@patch
+def store_recurrent_transition(
+    self: PPOAgent,
+    state,
+    action,
+    log_prob,
+    value,
+    reward,
+    done,
+    action_mask=None,
+    env_id: int = 0,
+    truncated: bool = False,
+    bootstrap_value: float | None = None,
+    final_state=None,
+):
+    "Store one step of a recurrent policy's env `env_id` (`store_transition` for a recurrent agent)."
+    if not self.recurrent:
+        raise ValueError("store_recurrent_transition needs PPOAgent(recurrent=True)")
+    self.store_transition(
+        state=state,
+        action=action,
+        log_prob=log_prob,
+        value=value,
+        reward=reward,
+        done=done,
+        action_mask=action_mask,
+        truncated=truncated,
+        bootstrap_value=bootstrap_value,
+        final_state=final_state,
+        env_id=env_id,
+    )
 
 # %% ../../nbs/simic/08_ppo.ipynb #708135b5
 _warned_low_adv_std = False
+
 
 def value_diagnostics(values: torch.Tensor, returns: torch.Tensor, advantages: torch.Tensor) -> dict[str, float]:
     "Critic and advantage statistics before the update (float32, one host transfer), with the non-finite count."
@@ -354,41 +444,67 @@ def value_diagnostics(values: torch.Tensor, returns: torch.Tensor, advantages: t
         v, r, a = values.float(), returns.float(), advantages.float()
         std = lambda t: t.std() if t.numel() > 1 else torch.zeros((), device=t.device)
         nonfinite = (~(torch.isfinite(a) & torch.isfinite(r))).sum().float()  # samples no step can learn from
-        s = torch.stack([v.mean(), std(v), r.mean(), std(r), r.min(), r.max(), ((v - r) ** 2).mean(), a.mean(), std(a),
-                         nonfinite]).tolist()
-    keys = ("value_pred_mean", "value_pred_std", "return_mean", "return_std", "return_min", "return_max",
-            "value_mse_before", "advantage_mean_prenorm", "advantage_std_prenorm", "nonfinite_advantages")
+        s = torch.stack(
+            [v.mean(), std(v), r.mean(), std(r), r.min(), r.max(), ((v - r) ** 2).mean(), a.mean(), std(a), nonfinite]
+        ).tolist()
+    keys = (
+        "value_pred_mean",
+        "value_pred_std",
+        "return_mean",
+        "return_std",
+        "return_min",
+        "return_max",
+        "value_mse_before",
+        "advantage_mean_prenorm",
+        "advantage_std_prenorm",
+        "nonfinite_advantages",
+    )
     out = dict(zip(keys, s))
     out["nonfinite_advantages"] = int(out["nonfinite_advantages"])
     if a.numel() > 1 and out["advantage_std_prenorm"] < 0.1:  # a warning the first time, then debug-level
         global _warned_low_adv_std
         (logger.debug if _warned_low_adv_std else logger.warning)(
             "Very low advantage std (%.4f) before normalisation: normalisation may amplify noise; "
-            "check the reward scale or gamma", out["advantage_std_prenorm"])
+            "check the reward scale or gamma",
+            out["advantage_std_prenorm"],
+        )
         _warned_low_adv_std = True
     return out
 
+
 class UpdateStats:
     "Device-side accumulation of minibatch diagnostics; read per epoch and at the end."
+
     _MEAN = ("policy_loss", "value_loss", "entropy", "entropy_loss", "approx_kl", "clipfrac")
 
     def __init__(self):
         self.rows, self.epoch_kl, self.finite, self.stepped, self.debug = [], [], [], [], []
 
-    def add(self, out: dict, grad_norm: torch.Tensor, stepped: torch.Tensor, epoch: int, debug: bool=False,
-            logratio=None):
+    def add(
+        self, out: dict, grad_norm: torch.Tensor, stepped: torch.Tensor, epoch: int, debug: bool = False, logratio=None
+    ):
         "One minibatch's diagnostics; `stepped` is the `step_is_finite` flag its optimiser step went by."
-        self.rows.append({**{k: v for k, v in out.items() if k != "loss" and k != "finite"},
-                          "total_loss": out["loss"].detach(), "grad_norm": grad_norm.detach(), "skipped": ~stepped})
-        self.epoch_kl.append(out["approx_kl"]); self.finite.append(out["finite"])
+        self.rows.append(
+            {
+                **{k: v for k, v in out.items() if k != "loss" and k != "finite"},
+                "total_loss": out["loss"].detach(),
+                "grad_norm": grad_norm.detach(),
+                "skipped": ~stepped,
+            }
+        )
+        self.epoch_kl.append(out["approx_kl"])
+        self.finite.append(out["finite"])
         self.stepped.append(stepped)
         if debug and logratio is not None:  # NaN/Inf breakdown only when asked for
             self.debug.append(torch.stack([logratio.isnan().any(), logratio.exp().isinf().any()]))
 
-    def end_epoch(self, epoch: int, target_kl: float|None) -> bool:
+    def end_epoch(self, epoch: int, target_kl: float | None) -> bool:
         "True when the update should stop: mean approx_kl above `target_kl`, a non-finite ratio/loss or a skipped step."
-        flags = [torch.stack(self.epoch_kl).mean(), torch.stack(self.finite).all().float(),
-                 torch.stack(self.stepped).all().float()]
+        flags = [
+            torch.stack(self.epoch_kl).mean(),
+            torch.stack(self.finite).all().float(),
+            torch.stack(self.stepped).all().float(),
+        ]
         kl, ok, all_stepped = torch.stack(flags).tolist()
         self.epoch_kl = []
         self.all_finite = ok == 1.0
@@ -400,10 +516,18 @@ class UpdateStats:
         means, maxs, mins = table.mean(0).tolist(), table.max(0).values.tolist(), table.min(0).values.tolist()
         col = {k: i for i, k in enumerate(keys)}
         out = {k: means[col[k]] for k in (*self._MEAN, "total_loss")}
-        out.update(clip_fraction=out["clipfrac"], ratio_max=maxs[col["ratio_max"]], ratio_min=mins[col["ratio_min"]],
-                   gradient_stats={"grad_norm": means[col["grad_norm"]], "max_grad": maxs[col["grad_norm"]],
-                                   "min_grad": mins[col["grad_norm"]]},
-                   head_entropies={k.split("/", 1)[1]: means[i] for k, i in col.items() if k.startswith("head_entropy/")})
+        head_entropies = {k.split("/", 1)[1]: means[i] for k, i in col.items() if k.startswith("head_entropy/")}
+        out.update(
+            clip_fraction=out["clipfrac"],
+            ratio_max=maxs[col["ratio_max"]],
+            ratio_min=mins[col["ratio_min"]],
+            gradient_stats={
+                "grad_norm": means[col["grad_norm"]],
+                "max_grad": maxs[col["grad_norm"]],
+                "min_grad": mins[col["grad_norm"]],
+            },
+            head_entropies=head_entropies,
+        )
         out["skipped_steps"] = int(table[:, col["skipped"]].sum())
         if not torch.stack(self.finite).all().item():
             out["ratio_has_numerical_issue"] = True
@@ -411,3 +535,175 @@ class UpdateStats:
                 nan, inf = torch.stack(self.debug).any(0).tolist()
                 out.update(ratio_has_nan=bool(nan), ratio_has_inf=bool(inf))
         return out
+
+# %% ../../nbs/simic/08_ppo.ipynb #1a17b719
+@patch
+def _optimizer_step(self: PPOAgent, loss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "backward, clip the global grad norm, step if `step_is_finite`; returns (pre-clip norm, that flag)."
+    self.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    norm = nn.utils.clip_grad_norm_(self._params, self.max_grad_norm, foreach=True)
+    ok = step_is_finite(loss, norm)
+    if self.optimizer.defaults.get("fused"):  # the fused kernel reads the flag on the device and skips itself
+        self.optimizer.found_inf = (~ok).float()
+        try:
+            self.optimizer.step()
+        finally:
+            del self.optimizer.found_inf
+    elif bool(ok):  # foreach (CPU): the flag is host memory, reading it is no device sync
+        self.optimizer.step()
+    return norm, ok
+
+# %% ../../nbs/simic/08_ppo.ipynb #729270e0
+@patch
+def _entropy_coefs(
+    self: PPOAgent, masks: dict[str, torch.Tensor] | None, batch: int
+) -> dict[str, torch.Tensor | float]:
+    "Per-head coefficient: a per-sample tensor with the adaptive floor, else one float (no kernel needed)."
+    if not self.adaptive_entropy_floor or masks is None:
+        return dict.fromkeys(self.head_sizes, self.get_entropy_coef())
+    return {
+        k: self.entropy_schedule.coef_tensor(self.train_steps, masks[k], batch, self.device) for k in self.head_sizes
+    }
+
+
+@patch
+def _debug(self: PPOAgent) -> bool:
+    tc = self.telemetry_config
+    return tc is not None and bool(tc.should_collect("debug"))
+
+
+@patch
+def update(self: PPOAgent, last_value: float | dict[int, float] = 0.0) -> PPOUpdateMetrics:
+    "One PPO update on the stored rollout; `last_value` (one, or one per env) bootstraps a rollout cut mid-episode."
+    if self.recurrent:
+        return self.update_recurrent(last_values=last_value)
+    if len(self.buffer) == 0:
+        warnings.warn("update() called with an empty buffer: nothing to learn", RuntimeWarning)
+        return {}
+    # 1. rollout -> tensors, 2. GAE advantages and returns
+    b = self.buffer.tensors(self.head_sizes, self.device, self.mask_shapes)
+    advantages, returns = (t.to(self.device) for t in self.buffer.advantages(last_value, self.gamma, self.gae_lambda))
+    metrics = value_diagnostics(b["values"], returns, advantages)
+    n = len(advantages)
+    mb_size = min(self.batch_size, n)
+    stats, epochs_run, debug = UpdateStats(), 0, self._debug()
+    for epoch in range(self.n_epochs):
+        perm = torch.randperm(n, device=self.device)
+        for start in range(0, n, mb_size):
+            idx = perm[start : start + mb_size]
+            # 3. re-evaluate the stored actions under the current policy
+            logits, new_values = self.network(b["states"][idx])
+            masks = None if b["masks"] is None else {k: m[idx] for k, m in b["masks"].items()}
+            actions = {k: a[idx] for k, a in b["actions"].items()}
+            new_log_probs, head_entropies = evaluate_heads(logits, actions, masks)
+            # 4. clipped surrogate + value loss - entropy bonus, then one optimiser step
+            out = ppo_loss(
+                new_log_probs,
+                b["log_probs"][idx],
+                advantages=advantages[idx],
+                returns=returns[idx],
+                new_values=new_values,
+                old_values=b["values"][idx],
+                head_entropies=head_entropies,
+                entropy_coefs=self._entropy_coefs(masks, len(idx)),
+                clip_ratio=self.clip_ratio,
+                clip_value=self.clip_value,
+                value_coef=self.value_coef,
+            )
+            grad_norm, stepped = self._optimizer_step(out["loss"])
+            stats.add(
+                out,
+                grad_norm=grad_norm,
+                stepped=stepped,
+                epoch=epoch,
+                debug=debug,
+                logratio=new_log_probs - b["log_probs"][idx],
+            )
+        epochs_run += 1
+        if stats.end_epoch(epoch, self.target_kl):  # KL early stop or non-finite ratio
+            break
+    return self._finish(
+        metrics, stats, epochs_run=epochs_run, planned=self.n_epochs, n=n, values=b["values"], returns=returns
+    )
+
+
+@patch
+def update_recurrent(
+    self: PPOAgent, last_values: float | dict[int, float] = 0.0, n_epochs: int | None = None
+) -> PPOUpdateMetrics:
+    "PPO update over whole episode sequences of a recurrent policy (see the recurrent chapter)."
+    from esper.simic.recurrent import update_recurrent
+
+    return update_recurrent(self, last_values, n_epochs)
+
+# %% ../../nbs/simic/08_ppo.ipynb #ea81f58a
+@patch
+def _finish(
+    self: PPOAgent, metrics: dict, stats: UpdateStats, epochs_run: int, planned: int, n: int, values, returns
+) -> PPOUpdateMetrics:
+    "Clear the rollout, count the update, read the accumulated metrics once, run the anomaly checks."
+    self.buffer.clear()
+    self.train_steps += 1
+    metrics.update(stats.summary())
+    var_r = returns.var(correction=0).item()
+    if var_r == 0:
+        metrics["explained_variance"] = float("nan")
+    else:
+        metrics["explained_variance"] = 1.0 - (returns - values).var(correction=0).item() / var_r
+    metrics.update(
+        n_epochs_run=epochs_run,
+        early_stopped=epochs_run < planned,
+        n_samples=n,
+        train_steps=self.train_steps,
+        entropy_coef=self.get_entropy_coef(),
+    )
+    report = self.anomaly_detector.check_all(
+        metrics["ratio_max"],
+        metrics["ratio_min"],
+        metrics["explained_variance"] if var_r > 0 else 1.0,
+        has_nan=metrics.get("ratio_has_numerical_issue", False),
+    )
+    metrics["anomalies"] = list(report.anomaly_types)
+    if metrics["skipped_steps"]:
+        self._report_skipped(metrics, len(stats.rows))
+    return metrics
+
+
+@patch
+def _report_skipped(self: PPOAgent, metrics: dict, n_steps: int) -> None:
+    "A skipped step is an anomaly: list it, log it, and drop the non-finite gradients it left behind."
+    self.optimizer.zero_grad(set_to_none=True)
+    metrics["anomalies"].append("skipped_steps")
+    logger.warning(
+        "PPO update %d skipped %d of %d optimizer steps on a non-finite loss or gradient; the weights "
+        "are kept (%d samples have a non-finite advantage or return)",
+        self.train_steps,
+        metrics["skipped_steps"],
+        n_steps,
+        metrics.get("nonfinite_advantages", 0),
+    )
+
+# %% ../../nbs/simic/08_ppo.ipynb #f43eb67d
+@patch
+def save(self: PPOAgent, path) -> None:
+    "Write a checkpoint atomically (see the checkpoint chapter)."
+    from esper.simic.checkpoint import save_agent
+
+    save_agent(self, path)
+
+
+@patch
+def load(self: PPOAgent, path) -> None:
+    "Restore network, optimiser, normalisers, `config` and `train_steps` from `save`."
+    from esper.simic.checkpoint import load_agent
+
+    load_agent(self, path)
+
+
+@patch(cls_method=True)
+def from_checkpoint(cls: PPOAgent, path, device="cpu") -> PPOAgent:
+    "A new agent built and restored from a checkpoint written by `save`."
+    from esper.simic.checkpoint import agent_from_checkpoint
+
+    return agent_from_checkpoint(path, device)

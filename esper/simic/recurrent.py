@@ -14,19 +14,28 @@ from .networks import evaluate_heads
 
 # %% ../../nbs/simic/09_recurrent.ipynb #a2b12239
 WARN_RECURRENT_EPOCHS: int = 2  # more epochs than this warn
-MAX_RECURRENT_EPOCHS: int = 4   # more epochs than this are capped
+MAX_RECURRENT_EPOCHS: int = 4  # more epochs than this are capped
 
-def recurrent_epochs(n_epochs: int|None) -> int:
+
+def recurrent_epochs(n_epochs: int | None) -> int:
     "Default 1; warn above `WARN_RECURRENT_EPOCHS`; cap at `MAX_RECURRENT_EPOCHS`."
-    if n_epochs is None: return 1
-    if n_epochs < 1: raise ValueError(f"n_epochs must be an integer in [1, inf) (got {n_epochs})")
+    if n_epochs is None:
+        return 1
+    if n_epochs < 1:
+        raise ValueError(f"n_epochs must be an integer in [1, inf) (got {n_epochs})")
     if n_epochs > MAX_RECURRENT_EPOCHS:
-        warnings.warn(f"n_epochs={n_epochs} is too high for recurrent PPO and has been capped to {MAX_RECURRENT_EPOCHS}: "
-                      "stale hidden states and log-probs make the policy drift", RuntimeWarning)
+        warnings.warn(
+            f"n_epochs={n_epochs} is too high for recurrent PPO and has been capped to "
+            f"{MAX_RECURRENT_EPOCHS}: stale hidden states and log-probs make the policy drift",
+            RuntimeWarning,
+        )
         return MAX_RECURRENT_EPOCHS
     if n_epochs > WARN_RECURRENT_EPOCHS:
-        warnings.warn(f"n_epochs={n_epochs} is elevated for recurrent PPO (> {WARN_RECURRENT_EPOCHS} risks policy drift "
-                      "from stale hidden states); consider 1-2", RuntimeWarning)
+        warnings.warn(
+            f"n_epochs={n_epochs} is elevated for recurrent PPO (> {WARN_RECURRENT_EPOCHS} risks policy "
+            "drift from stale hidden states); consider 1-2",
+            RuntimeWarning,
+        )
     return n_epochs
 
 # %% ../../nbs/simic/09_recurrent.ipynb #fae35f7b
@@ -37,45 +46,73 @@ def _sequence_batch(agent, b: dict):
     idx, valid = torch.zeros(P, L, dtype=torch.long), torch.zeros(P, L, dtype=torch.bool)
     h0, c0 = agent.network.initial_hidden(P, agent.device)
     for p, (env_id, start, end, continues) in enumerate(pieces):
-        idx[p, :end - start] = torch.arange(start, end); valid[p, :end - start] = True
+        idx[p, : end - start] = torch.arange(start, end)
+        valid[p, : end - start] = True
         stored = agent.buffer.initial_hidden.get(env_id)
         if continues and stored is not None:
-            h0[:, p] = stored[0][:, 0].clone(); c0[:, p] = stored[1][:, 0].clone()
+            h0[:, p] = stored[0][:, 0].clone()
+            c0[:, p] = stored[1][:, 0].clone()
     return idx, valid, (h0, c0)
 
+
 def update_recurrent(
-    agent,                                     # a `PPOAgent(recurrent=True)`
-    last_values: float|dict[int, float]=0.0,   # bootstrap per env for rollouts cut mid-episode
-    n_epochs: int|None=None,                   # default 1; > 2 warns, > 4 is capped
+    agent,  # a `PPOAgent(recurrent=True)`
+    last_values: float | dict[int, float] = 0.0,  # bootstrap per env for rollouts cut mid-episode
+    n_epochs: int | None = None,  # default 1; > 2 warns, > 4 is capped
 ) -> dict:
     "PPO update of a recurrent agent over whole episode pieces."
     from esper.simic.ppo import UpdateStats, ppo_loss, value_diagnostics
+
     n_epochs = recurrent_epochs(n_epochs)
-    if not agent.recurrent: raise ValueError("update_recurrent needs PPOAgent(recurrent=True)")
+    if not agent.recurrent:
+        raise ValueError("update_recurrent needs PPOAgent(recurrent=True)")
     if len(agent.buffer) == 0:
-        warnings.warn("update_recurrent() called with an empty buffer: nothing to learn", RuntimeWarning); return {}
+        warnings.warn("update_recurrent() called with an empty buffer: nothing to learn", RuntimeWarning)
+        return {}
     dev = agent.device
     b = agent.buffer.tensors(agent.head_sizes, dev, agent.mask_shapes)
     advantages, returns = (t.to(dev) for t in agent.buffer.advantages(last_values, agent.gamma, agent.gae_lambda))
     metrics = value_diagnostics(b["values"], returns, advantages)
     idx, valid, (h0, c0) = _sequence_batch(agent, b)
-    seq_states = b["states"][idx.to(dev)]                       # [P, L, D]
+    seq_states = b["states"][idx.to(dev)]  # [P, L, D]
     N, P = len(advantages), idx.shape[0]
     n_minibatches = max(1, min(P, N // agent.batch_size))
     stats, epochs_run, debug = UpdateStats(), 0, agent._debug()
     for epoch in range(n_epochs):
         for chunk in torch.randperm(P).chunk(n_minibatches):
-            pos = valid[chunk].reshape(-1).nonzero().squeeze(1)   # real steps, found on the host
-            flat = idx[chunk].reshape(-1)[pos].to(dev)             # their rows in the flat rollout
+            pos = valid[chunk].reshape(-1).nonzero().squeeze(1)  # real steps, found on the host
+            flat = idx[chunk].reshape(-1)[pos].to(dev)  # their rows in the flat rollout
             pos, sel = pos.to(dev), chunk.to(dev)
             logits, new_values, _ = agent.network(seq_states[sel], (h0[:, sel], c0[:, sel]))
             logits = {k: l.reshape(-1, l.shape[-1])[pos] for k, l in logits.items()}
             masks = None if b["masks"] is None else {k: m[flat] for k, m in b["masks"].items()}
-            new_log_probs, head_entropies = evaluate_heads(logits, {k: a[flat] for k, a in b["actions"].items()}, masks)
-            out = ppo_loss(new_log_probs, b["log_probs"][flat], advantages[flat], returns[flat],
-                           new_values.reshape(-1)[pos], b["values"][flat], head_entropies,
-                           agent._entropy_coefs(masks, len(flat)), agent.clip_ratio, agent.clip_value, agent.value_coef)
-            stats.add(out, *agent._optimizer_step(out["loss"]), epoch, debug, new_log_probs - b["log_probs"][flat])
+            actions = {k: a[flat] for k, a in b["actions"].items()}
+            new_log_probs, head_entropies = evaluate_heads(logits, actions, masks)
+            out = ppo_loss(
+                new_log_probs,
+                b["log_probs"][flat],
+                advantages=advantages[flat],
+                returns=returns[flat],
+                new_values=new_values.reshape(-1)[pos],
+                old_values=b["values"][flat],
+                head_entropies=head_entropies,
+                entropy_coefs=agent._entropy_coefs(masks, len(flat)),
+                clip_ratio=agent.clip_ratio,
+                clip_value=agent.clip_value,
+                value_coef=agent.value_coef,
+            )
+            grad_norm, stepped = agent._optimizer_step(out["loss"])
+            stats.add(
+                out,
+                grad_norm=grad_norm,
+                stepped=stepped,
+                epoch=epoch,
+                debug=debug,
+                logratio=new_log_probs - b["log_probs"][flat],
+            )
         epochs_run += 1
-        if stats.end_epoch(epoch, agent.target_kl): break
-    return agent._finish(metrics, stats, epochs_run, n_epochs, N, b["values"], returns)
+        if stats.end_epoch(epoch, agent.target_kl):
+            break
+    return agent._finish(
+        metrics, stats, epochs_run=epochs_run, planned=n_epochs, n=N, values=b["values"], returns=returns
+    )

@@ -8,59 +8,87 @@ __all__ = ['train_ppo', 'train_heuristic']
 # %% ../../nbs/simic/26_training.ipynb #1de40d65
 import statistics
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 from ..tamiyo.episode import EpisodeConfig
 from ..tamiyo.heuristic import HeuristicTamiyo
 from ..tasks import get_task
+from .config import TrainingConfig
 from .parallel_env_state import make_env_states
 from .seed_management import episode_seed
 from .emitters import emit_episode_completed
-from .vectorized import ppo_training_loop, run_lockstep
+from .vectorized import ppo_settings, ppo_training_loop, run_lockstep
 
 # %% ../../nbs/simic/26_training.ipynb #9fb5dfd0
 def train_ppo(
-    n_episodes: int=100,       # episodes in total
-    max_epochs: int=25,        # epochs per episode
-    update_every: int=5,       # episodes per PPO update
-    device: str="cpu",         # where policy and host train
-    entropy_anneal_episodes: int=0, # ramp length in episodes (converted to updates: // update_every)
-    **kwargs,                  # everything else `train_ppo_vectorized` takes (lr, gamma, factored, save_path, resume, ...)
+    n_episodes: int = 100,  # episodes in total
+    max_epochs: int = 25,  # epochs per episode
+    update_every: int = 5,  # episodes per PPO update
+    device: str = "cpu",  # where policy and host train
+    entropy_anneal_episodes: int = 0,  # ramp length in episodes (converted to updates: // update_every)
+    config: TrainingConfig | None = None,  # the agent's hyperparameters (default: `TrainingConfig()` with the keywords)
+    ppo_kwargs: dict | None = None,  # more PPOAgent arguments: config fields (n_epochs, batch_size, ...) or others
+    **kwargs,  # `TrainingConfig` fields (lr, gamma, ...) and what else `train_ppo_vectorized` takes
 ) -> tuple[Any, list[dict[str, Any]]]:
     "Single-environment PPO: episodes one at a time, one update per `update_every` episodes."
     if not isinstance(update_every, int) or update_every < 1:
         raise ValueError(f"update_every must be an integer >= 1 (got {update_every!r})")
     kwargs.pop("devices", None)
-    return ppo_training_loop(n_episodes, update_every, False, max_epochs, device=device,
-                             entropy_anneal_episodes=entropy_anneal_episodes, **kwargs)
+    names = {f.name for f in fields(TrainingConfig)}
+    hparams = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+    config, agent_kwargs = ppo_settings(config, hparams, ppo_kwargs, "train_ppo")
+    return ppo_training_loop(
+        n_episodes=n_episodes,
+        episodes_per_update=update_every,
+        parallel=False,
+        config=config,
+        max_epochs=max_epochs,
+        device=device,
+        entropy_anneal_episodes=entropy_anneal_episodes,
+        agent_kwargs=agent_kwargs,
+        **kwargs,
+    )
 
 # %% ../../nbs/simic/26_training.ipynb #aea309f1
 def train_heuristic(
-    n_episodes: int=10,        # episodes
-    max_epochs: int=25,        # epochs per episode
-    n_envs: int=1,             # episodes run in lockstep
-    task: str="mnist1d",       # task name
-    seed: int=0,               # episode k uses seed + k
-    device: str="cpu",         # where the hosts train
-    hub: Any=None,             # telemetry hub
-    episode_config: EpisodeConfig|None=None, # host/slots/lrs/max_batches
-    controller_factory: Callable[[], Any]=HeuristicTamiyo, # a fresh controller per env
-    task_factory: Callable[[int], Any]|None=None, # episode seed -> Task
+    n_episodes: int = 10,  # episodes
+    max_epochs: int = 25,  # epochs per episode
+    n_envs: int = 1,  # episodes run in lockstep
+    task: str = "mnist1d",  # task name
+    seed: int = 0,  # episode k uses seed + k
+    device: str = "cpu",  # where the hosts train
+    hub: Any = None,  # telemetry hub
+    episode_config: EpisodeConfig | None = None,  # host/slots/lrs/max_batches
+    controller_factory: Callable[[], Any] = HeuristicTamiyo,  # a fresh controller per env
+    task_factory: Callable[[int], Any] | None = None,  # episode seed -> Task
 ) -> list[dict[str, Any]]:
     "Run a controller (default: the heuristic) over `n_episodes`; one summary per episode."
-    if not isinstance(n_episodes, int) or n_episodes < 1: raise ValueError(f"n_episodes must be an integer >= 1 (got {n_episodes!r})")
-    if not isinstance(n_envs, int) or n_envs < 1: raise ValueError(f"n_envs must be an integer >= 1 (got {n_envs!r})")
+    if not isinstance(n_episodes, int) or n_episodes < 1:
+        raise ValueError(f"n_episodes must be an integer >= 1 (got {n_episodes!r})")
+    if not isinstance(n_envs, int) or n_envs < 1:
+        raise ValueError(f"n_envs must be an integer >= 1 (got {n_envs!r})")
     cfg = replace(episode_config or EpisodeConfig(), max_epochs=max_epochs)
     task_factory = task_factory or (lambda s: get_task(task, shuffle_seed=s))
     out = []
     for first in range(0, n_episodes, n_envs):
         seeds = [episode_seed(seed, first + i) for i in range(min(n_envs, n_episodes - first))]
-        envs = make_env_states(task_factory, cfg, seeds, [device], hub, (first // n_envs) * max_epochs)
+        envs = make_env_states(
+            task_factory, cfg, seeds, devices=[device], hub=hub, step_offset=(first // n_envs) * max_epochs
+        )
         ctls = [controller_factory() for _ in envs]
-        for c in ctls: c.reset()
+        for c in ctls:
+            c.reset()
         decide = lambda es: [c.decide(e.obs, e.episode.model) for c, e in zip(ctls, es)]
         for e, r in zip(envs, run_lockstep(envs, decide, hub=hub)):
-            emit_episode_completed(hub, e.env_id, first + e.env_id, 0.0, r, {}, (first // n_envs + 1) * max_epochs)
+            emit_episode_completed(
+                hub,
+                e.env_id,
+                episode=first + e.env_id,
+                episode_return=0.0,
+                result=r,
+                reward_sums={},
+                step=(first // n_envs + 1) * max_epochs,
+            )
             out.append(r.to_dict() | {"episode": first + e.env_id, "seed": e.seed})
     return out
