@@ -60,3 +60,18 @@ def test_bad_values_are_one_line_errors(capsys, tmp_path):
     assert rc == 1 and "max_epochs must be >= 2" in err and len(err.strip().splitlines()) == 1
     rc = main(["ppo", "--resume", str(tmp_path / "nope.pt"), "--n-episodes", "1", "--max-epochs", "2", "--no-progress"])
     assert rc == 1
+
+
+def test_lr_schedule_is_part_of_the_run(tmp_path, capsys):
+    save = tmp_path / "agent.pt"
+    tiny = ["ppo", "--vectorized", "--n-envs", "2", "--max-epochs", "2", "--max-batches", "1", "--no-progress",
+            "--save", str(save)]
+    assert main([*tiny, "--n-episodes", "2", "--lr-schedule", "cosine"]) == 0
+    ck = json.loads((tmp_path / "agent.pt.history.json").read_text())
+    assert len(ck) == 1
+    capsys.readouterr()
+    rc = main([*tiny, "--n-episodes", "4", "--resume", str(save)])  # constant rates now: not the same run
+    err = capsys.readouterr().err
+    assert rc == 1 and "lr_schedule" in err and "'cosine'" in err
+    with pytest.raises(SystemExit) as e: main(["ppo", "--lr-schedule", "step"])
+    assert e.value.code == 2 and "--lr-schedule" in capsys.readouterr().err

@@ -10,32 +10,48 @@ import math
 import sys
 from pathlib import Path
 
-from . import (add_telemetry_arguments, guarded_outputs, interrupt_status, nonneg_int, positive_float,
-                       positive_int)
+from esper.cli import (
+    add_telemetry_arguments,
+    guarded_outputs,
+    interrupt_status,
+    nonneg_int,
+    positive_float,
+    positive_int,
+)
 from ..leyline.files import write_json_atomic
 from ..nissa import TelemetryHub, make_hub
 from ..tasks import HOST_PRESETS, TASK_NAMES
+from ..tolaria.governor import LR_SCHEDULES
 
 # %% ../../nbs/cli/03_ppo.ipynb #9405891d
-def annealing_line(entropy_coef: float, start: float|None, end: float|None, anneal_episodes: int) -> str:
+def annealing_line(entropy_coef: float, start: float | None, end: float | None, anneal_episodes: int) -> str:
     "The line printed before training: the entropy schedule the agent will actually follow."
     from esper.simic.annealing import EntropySchedule
+
     s = EntropySchedule(entropy_coef, start, end, int(anneal_episodes > 0))
-    if anneal_episodes > 0: return f"Entropy annealing: {s.start} -> {s.end} over {anneal_episodes} episodes"
+    if anneal_episodes > 0:
+        return f"Entropy annealing: {s.start} -> {s.end} over {anneal_episodes} episodes"
     return f"Entropy coef: {entropy_coef} (fixed)"
 
 # %% ../../nbs/cli/03_ppo.ipynb #44e91b50
 def _unit_float(s: str) -> float:
     v = positive_float(s)
-    if v > 1: raise __import__("argparse").ArgumentTypeError(f"must be in (0, 1] (got {s})")
+    if v > 1:
+        raise __import__("argparse").ArgumentTypeError(f"must be in (0, 1] (got {s})")
     return v
+
 
 def _nonneg_float(s: str) -> float:
     import argparse, math
-    try: v = float(s)
-    except ValueError: raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s!r}")
-    if not (v >= 0 and math.isfinite(v)): raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {s})")
+
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s!r}")
+    if not (v >= 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {s})")
     return v
+
 
 def add_parser(subparsers) -> None:
     "Register `esper-train ppo`."
@@ -43,29 +59,72 @@ def add_parser(subparsers) -> None:
     a = p.add_argument
     a("--vectorized", action="store_true", help="run --n-envs environments in lockstep (one PPO update per batch)")
     a("--n-envs", type=positive_int, default=4, help="environments per batch with --vectorized (default: 4)")
-    a("--workers", type=nonneg_int, default=None,
-      help="worker processes that step the environments with --vectorized; 0 steps them in this process "
-           "(default: one per available core, at most --n-envs)")
-    a("--backend", choices=("process", "ray"), default="process",
-      help="where the workers run: process (this machine) or ray (Ray actors, local or on a cluster; "
-           "needs pip install 'esper[ray]') (default: process)")
-    a("--ray-address", default=None, metavar="ADDRESS",
-      help="Ray cluster to join with --backend ray, e.g. auto or ray://HOST:10001 (default: start a local Ray instance)")
-    a("--n-episodes", "--episodes", dest="episodes", type=positive_int, default=100, help="episodes in total (default: 100)")
+    a(
+        "--workers",
+        type=nonneg_int,
+        default=None,
+        help="worker processes that step the environments with --vectorized; 0 steps them in this process "
+        "(default: one per available core, at most --n-envs)",
+    )
+    a(
+        "--backend",
+        choices=("process", "ray"),
+        default="process",
+        help="where the workers run: process (this machine) or ray (Ray actors, local or on a cluster; "
+        "needs pip install 'esper[ray]') (default: process)",
+    )
+    a(
+        "--ray-address",
+        default=None,
+        metavar="ADDRESS",
+        help="Ray cluster to join with --backend ray, e.g. auto or ray://HOST:10001 "
+        "(default: start a local Ray instance)",
+    )
+    a(
+        "--n-episodes",
+        "--episodes",
+        dest="episodes",
+        type=positive_int,
+        default=100,
+        help="episodes in total (default: 100)",
+    )
     a("--max-epochs", type=positive_int, default=25, help="epochs per episode, >= 2 (default: 25)")
     a("--update-every", type=positive_int, default=5, help="episodes per PPO update without --vectorized (default: 5)")
-    a("--normalize-rewards", action="store_true",
-      help="divide stored rewards by their running std (RewardNormalizer; saved and resumed with the agent)")
+    a(
+        "--normalize-rewards",
+        action="store_true",
+        help="divide stored rewards by their running std (RewardNormalizer; saved and resumed with the agent)",
+    )
     a("--device", default="cpu", help="policy device: cpu, cuda or cuda:N (default: cpu)")
     a("--devices", nargs="+", default=None, metavar="DEV", help="env devices, round-robin (default: --device)")
     a("--entropy-coef", type=_nonneg_float, default=0.01, help="entropy coefficient when not annealing (default: 0.01)")
-    a("--entropy-coef-start", type=_nonneg_float, default=None, help="initial entropy coefficient (default: use --entropy-coef)")
-    a("--entropy-coef-end", type=_nonneg_float, default=None, help="final entropy coefficient (default: 0.01, the floor)")
-    a("--entropy-anneal-episodes", type=nonneg_int, default=0, help="episodes over which to anneal entropy (0=fixed, no annealing)")
+    a(
+        "--entropy-coef-start",
+        type=_nonneg_float,
+        default=None,
+        help="initial entropy coefficient (default: use --entropy-coef)",
+    )
+    a(
+        "--entropy-coef-end",
+        type=_nonneg_float,
+        default=None,
+        help="final entropy coefficient (default: 0.01, the floor)",
+    )
+    a(
+        "--entropy-anneal-episodes",
+        type=nonneg_int,
+        default=0,
+        help="episodes over which to anneal entropy (0=fixed, no annealing)",
+    )
     a("--lr", type=positive_float, default=3e-4, help="Adam learning rate (default: 3e-4)")
     a("--clip-ratio", type=_unit_float, default=0.2, help="PPO clip ratio in (0, 1] (default: 0.2)")
     a("--gamma", type=_unit_float, default=0.99, help="discount in (0, 1] (default: 0.99)")
-    a("--save", default=None, metavar="PATH", help="checkpoint path (written every --checkpoint-every batches and at the end)")
+    a(
+        "--save",
+        default=None,
+        metavar="PATH",
+        help="checkpoint path (written every --checkpoint-every batches and at the end)",
+    )
     a("--checkpoint-every", type=positive_int, default=1, help="batches between checkpoints (default: 1)")
     a("--resume", default=None, metavar="PATH", help="continue the run saved in PATH")
     a("--recurrent", action="store_true", help="LSTM policy")
@@ -75,44 +134,60 @@ def add_parser(subparsers) -> None:
     a("--task", default="mnist1d", choices=TASK_NAMES, help="task (default: mnist1d, offline)")
     a("--host", default=None, choices=tuple(HOST_PRESETS), help="host preset (default: the task's)")
     a("--max-batches", type=positive_int, default=None, help="cap training batches per epoch (quick runs)")
+    a(
+        "--lr-schedule",
+        choices=LR_SCHEDULES,
+        default="constant",
+        help="host and seed learning rates over an episode: constant, or cosine decay to 0 by the last epoch "
+        "(evaluate with the same value: esper-train compare --lr-schedule; default: constant)",
+    )
     a("--no-progress", action="store_true", help="no progress bar or per-batch lines")
     p.set_defaults(run=run)
 
 # %% ../../nbs/cli/03_ppo.ipynb #b2124f9b
-def _completed(args, epu: int) -> str|None:
+def _completed(args, epu: int) -> str | None:
     "With --resume: the line to print when the checkpoint already holds every episode asked for (None otherwise)."
     from esper.simic.checkpoint import read_checkpoint
+
     trainer = read_checkpoint(args.resume).get("trainer")
     if trainer is None or trainer["config"].get("episodes_per_update") != epu:
         return None  # not a trainer checkpoint, or another run: the trainer's own checks say so
     if int(trainer["batches_done"]) < math.ceil(args.episodes / epu):
         return None
     done = trainer["history"][-1]["episodes"] if trainer["history"] else 0
-    return (f"esper-train ppo: the run in {args.resume} is already complete ({done} episodes done, "
-            f"--n-episodes {args.episodes}); nothing to do")
+    return (
+        f"esper-train ppo: the run in {args.resume} is already complete ({done} episodes done, "
+        f"--n-episodes {args.episodes}); nothing to do"
+    )
 
-def _stopped_line(e: KeyboardInterrupt, save: str|None) -> tuple[str, int]:
+
+def _stopped_line(e: KeyboardInterrupt, save: str | None) -> tuple[str, int]:
     "The one line (and exit status) for a run stopped by Ctrl-C or SIGTERM."
     word, status = interrupt_status(e)
     done = getattr(e, "episodes_done", None)
     line = f"esper-train ppo: {word}" + (f" at episode {done}" if done is not None else "")
     checkpoint = getattr(e, "checkpoint", None)
     if checkpoint:
-        line += (f"; checkpoint saved to {checkpoint} ({e.episodes_saved} episodes), "
-                 f"resume with the same command and --resume {checkpoint}")
+        line += (
+            f"; checkpoint saved to {checkpoint} ({e.episodes_saved} episodes), "
+            f"resume with the same command and --resume {checkpoint}"
+        )
     elif save:
         line += f"; no checkpoint was written to {save} yet"
     else:
         line += "; nothing was saved (--save PATH keeps a checkpoint)"
     return line, status
 
+
 def run(args) -> int:
     "Run the PPO job from parsed arguments."
-    from esper.simic.vectorized import train_ppo_vectorized   # simic is imported only when PPO is asked for
+    from esper.simic.vectorized import train_ppo_vectorized  # simic is imported only when PPO is asked for
     from esper.simic.training import train_ppo
+    from esper.simic.config import TrainingConfig
     from esper.simic.normalizers import RewardNormalizer
     from esper.simic.workers import default_workers
     from esper.tamiyo.episode import EpisodeConfig
+
     if args.workers is not None and not args.vectorized:
         print("esper-train ppo: error: --workers needs --vectorized", file=sys.stderr)
         return 2
@@ -125,33 +200,68 @@ def run(args) -> int:
     if done_line is not None:
         print(done_line)
         return 0
-    print(annealing_line(args.entropy_coef, args.entropy_coef_start, args.entropy_coef_end,
-                         args.entropy_anneal_episodes), flush=True)
+    print(
+        annealing_line(args.entropy_coef, args.entropy_coef_start, args.entropy_coef_end, args.entropy_anneal_episodes),
+        flush=True,
+    )
     workers = default_workers(args.n_envs) if args.workers is None else args.workers
     try:
+        config = TrainingConfig(
+            lr=args.lr,
+            clip_ratio=args.clip_ratio,
+            gamma=args.gamma,
+            entropy_coef=args.entropy_coef,
+            entropy_coef_start=args.entropy_coef_start,
+            entropy_coef_end=args.entropy_coef_end,
+            recurrent=args.recurrent,
+        )
         with guarded_outputs({"--telemetry-dir": args.telemetry_dir}, {"--save": args.save}):
-            hub = (make_hub(args.telemetry_dir, args.telemetry_level, console=False) if args.telemetry_dir
-                   else TelemetryHub("off"))
-            kw = dict(n_episodes=args.episodes, max_epochs=args.max_epochs, device=args.device, task=args.task,
-                      lr=args.lr, clip_ratio=args.clip_ratio, gamma=args.gamma, entropy_coef=args.entropy_coef,
-                      entropy_coef_start=args.entropy_coef_start, entropy_coef_end=args.entropy_coef_end,
-                      entropy_anneal_episodes=args.entropy_anneal_episodes, factored=args.factored,
-                      recurrent=args.recurrent, seed=args.seed, save_path=args.save, resume=args.resume,
-                      checkpoint_every=args.checkpoint_every, hub=hub, progress=not args.no_progress,
-                      episode_config=EpisodeConfig(host=args.host, max_batches=args.max_batches),
-                      ppo_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else None)
+            hub = (
+                make_hub(args.telemetry_dir, args.telemetry_level, console=False)
+                if args.telemetry_dir
+                else TelemetryHub("off")
+            )
+            kw = dict(
+                n_episodes=args.episodes,
+                max_epochs=args.max_epochs,
+                device=args.device,
+                task=args.task,
+                config=config,
+                entropy_anneal_episodes=args.entropy_anneal_episodes,
+                factored=args.factored,
+                seed=args.seed,
+                save_path=args.save,
+                resume=args.resume,
+                checkpoint_every=args.checkpoint_every,
+                hub=hub,
+                progress=not args.no_progress,
+                episode_config=EpisodeConfig(
+                    host=args.host, max_batches=args.max_batches, lr_schedule=args.lr_schedule
+                ),
+                ppo_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else None,
+            )
             try:
                 if args.vectorized:
-                    where = ("in this process" if not workers else f"in {min(workers, args.n_envs)} "
-                             + ("Ray actors" if args.backend == "ray" else "worker processes"))
+                    where = (
+                        "in this process"
+                        if not workers
+                        else f"in {min(workers, args.n_envs)} "
+                        + ("Ray actors" if args.backend == "ray" else "worker processes")
+                    )
                     print(f"stepping {args.n_envs} environments {where}", flush=True)
-                    agent, hist = train_ppo_vectorized(n_envs=args.n_envs, devices=args.devices, workers=workers,
-                                                       backend=args.backend, ray_address=args.ray_address, **kw)
+                    agent, hist = train_ppo_vectorized(
+                        n_envs=args.n_envs,
+                        devices=args.devices,
+                        workers=workers,
+                        backend=args.backend,
+                        ray_address=args.ray_address,
+                        **kw,
+                    )
                 else:
                     agent, hist = train_ppo(update_every=args.update_every, **kw)
             except KeyboardInterrupt as e:  # the history beside the checkpoint matches what the checkpoint holds
                 if getattr(e, "checkpoint", None):
-                    write_json_atomic(Path(str(args.save) + ".history.json"), e.history[:e.batches_saved])
+                    write_json_atomic(Path(str(args.save) + ".history.json"), e.history[: e.batches_saved])
                 raise
             finally:
                 hub.close()
@@ -167,9 +277,11 @@ def run(args) -> int:
     if hist:
         h = hist[-1]
         ent = ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in h.items() if k.startswith("head_entropy/"))
-        print(f"done: {h['episodes']} episodes, {agent.train_steps} PPO updates; last batch accuracy "
-              f"{h['avg_accuracy']:.2f}%, explained variance {h.get('explained_variance', float('nan')):.3f}, "
-              f"entropy per head: {ent}")
+        print(
+            f"done: {h['episodes']} episodes, {agent.train_steps} PPO updates; last batch accuracy "
+            f"{h['avg_accuracy']:.2f}%, explained variance {h.get('explained_variance', float('nan')):.3f}, "
+            f"entropy per head: {ent}"
+        )
     if args.save:
         print(f"wrote {args.save} and {args.save}.history.json")
     return 0
