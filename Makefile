@@ -42,8 +42,9 @@ bench-learning: $(STAMP)
 bench-learning-full: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --preset full
 
-# The notebooks are the source: exporting and cleaning them must not change any tracked file.
+# The notebooks are the source: formatting (ruff), exporting and cleaning them must not change any tracked file.
 check-export: $(STAMP)
+	$(BIN)/ruff format --quiet nbs
 	$(BIN)/nbdev_export
 	$(BIN)/nbdev_clean
 	$(MAKE) --no-print-directory readme
@@ -94,7 +95,7 @@ readme: $(STAMP)
 
 # What to run before each commit: regenerate esper/ and README.md from the notebooks and clean them.
 export: $(STAMP)
-	$(BIN)/nbdev_export && $(BIN)/nbdev_clean && $(MAKE) --no-print-directory readme
+	$(BIN)/ruff format --quiet nbs && $(BIN)/nbdev_export && $(BIN)/nbdev_clean && $(MAKE) --no-print-directory readme
 
 # Cross-check with a reference agent: sb3-contrib's MaskablePPO on GrowthEnv (sb3 is installed into .venv if missing).
 SB3_FLAGS ?=
