@@ -142,7 +142,7 @@ class Terminated(KeyboardInterrupt):
 
 
 def interrupt_status(e: BaseException) -> tuple[str, int]:
-    "The word and the exit status for a stop by signal: ('interrupted', 130) for Ctrl-C, ('terminated', 143) for SIGTERM."
+    "The word and exit status of a stop by signal: ('interrupted', 130) for Ctrl-C, ('terminated', 143) for SIGTERM."
     cause = getattr(e, "signal_cause", e)
     return ("terminated", 143) if isinstance(cause, Terminated) else ("interrupted", 130)
 

@@ -74,7 +74,7 @@ def _f(v: Any, prec: int = 4) -> str:
 
 
 def _n(v: Any, spec: str) -> str:
-    "`v` formatted with `spec` when it is a number (or a one-element tensor), else as text: a bad payload never breaks a line."
+    "`v` formatted with `spec` when it is a number (or a one-element tensor), else as text: never breaks a line."
     try:
         return format(float(v), spec)
     except (TypeError, ValueError, RuntimeError):
@@ -172,7 +172,7 @@ class ConsoleBackend(TelemetryBackend):
 
 # %% ../../nbs/nissa/02_backends.ipynb #e3fd759a
 class JSONLBackend(TelemetryBackend):
-    "One strict-JSON object per line; every line reaches the OS in one `write()`, so a killed process loses at most a partial last line."
+    "One strict-JSON object per line, each sent in one `write()`: a killed process loses at most a partial last line."
 
     name = "jsonl"
 

@@ -104,7 +104,7 @@ class TelemetryConfig:
         return event_level(event) <= self.effective_level
 
     def escalate_for(self, k_epochs: int | None = None) -> None:
-        "Raise the effective level to `escalation_level` for the next `k_epochs` epoch ends (default `escalation_epochs`)."
+        "Raise the level to `escalation_level` for the next `k_epochs` epoch ends (default `escalation_epochs`)."
         k = self.escalation_epochs if k_epochs is None else k_epochs
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k_epochs must be an int >= 1 (got {k!r})")

@@ -121,7 +121,7 @@ def plot_training_curves(
     x: str = "step",  # x axis: "step" (falls back to epoch) or "epoch"
     title: str | None = None,  # figure title
 ) -> "plt.Figure":
-    "Loss and accuracy per epoch; with PPO updates also policy/value loss, entropy with its coefficient, explained variance and per-head entropy."
+    "Loss and accuracy per epoch; with PPO updates also losses, entropy and its coefficient, explained variance."
     events = list(events)
     em = epoch_metrics(events, x)
     ppo = _series(events, TelemetryEventType.PPO_UPDATE, x)

@@ -102,7 +102,7 @@ class RolloutBuffer:
     def tensors(
         self, head_sizes: dict[str, int], device, mask_shapes: dict[str, tuple[int, ...]] | None = None
     ) -> dict:
-        "Stack the rollout: states `[T, D]`, per-head actions `[T]` and masks `[T, *shape]`, old log-probs and values `[T]`."
+        "Stack the rollout: states `[T, D]`, per-head actions `[T]`, masks `[T, *shape]`, log-probs and values `[T]`."
         shapes = mask_shapes or {k: (n,) for k, n in head_sizes.items()}
         masks = None if all(m is None for m in self.masks) else {}  # no masks stored: the update skips masking
         for k, shape in shapes.items() if masks is not None else ():  # a missing entry allows everything

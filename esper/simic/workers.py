@@ -84,7 +84,7 @@ class EnvHost:
         return [(e.obs, None, False, None) for e in self.envs], self._events()
 
     def step(self, actions: list[Any]) -> tuple[list, list]:
-        "One action per env (in `start`'s order), one epoch; per env (obs, terms, done, result or None), and the events."
+        "One action per env (`start`'s order), one epoch; per env (obs, terms, done, result or None), and the events."
         run_epoch_lockstep(self.envs, actions)
         return [
             (
@@ -191,7 +191,7 @@ class EnvPool:
         seeds: list[int],  # one episode seed per env
         step_offset: int = 0,  # added to epochs for event steps
     ) -> None:
-        "Send a batch to the workers now: they build its envs and train epoch 1 (no decision needed) while the learner works."
+        "Send a batch now: the workers build its envs and train epoch 1 (no decision needed) while the learner works."
         if self._closed:
             raise RuntimeError("the worker pool is closed")
         if self._pending is not None:

@@ -47,7 +47,7 @@ def train_step(
     on_backward: Callable[[int], None] | None = None,  # called with `batch_idx` after backward, before step
     batch_idx: int = 0,  # passed to `on_backward`
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    "One SGD step on one batch; returns (loss summed over the batch, correct count) as device tensors, with no host sync."
+    "One SGD step on one batch; returns (summed loss, correct count) as device tensors, with no host sync."
     xb, yb = xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
     for opt in optimizers:
         opt.zero_grad(set_to_none=True)

@@ -1,0 +1,36 @@
+"""The notebooks' code keeps the project's layout rules, which `ruff format` alone does not enforce.
+
+`make test` already fails when `ruff format` would change a notebook (one statement per line, calls wrapped to fit).
+Ruff never splits a string or a comment, so a long docstring can still run past the limit: this check reads every
+code cell of every notebook and names each line longer than 120 characters.
+"""
+import json
+from pathlib import Path
+
+NBS = Path(__file__).resolve().parents[1] / "nbs"
+MAX_LINE = 120
+
+
+def long_lines(nb: Path, root: Path = NBS) -> list[str]:
+    "`path:cell:line (length)` for each code line of `nb` over `MAX_LINE` characters (path relative to `root`)."
+    cells = json.loads(nb.read_text())["cells"]
+    out = []
+    for i, cell in enumerate(cells):
+        if cell["cell_type"] != "code":
+            continue
+        for j, line in enumerate("".join(cell["source"]).splitlines(), 1):
+            if len(line) > MAX_LINE:
+                out.append(f"{nb.relative_to(root)}:cell {i}:line {j} ({len(line)})")
+    return out
+
+
+def test_long_lines_are_found(tmp_path):
+    nb = tmp_path / "probe.ipynb"
+    nb.write_text(json.dumps({"cells": [{"cell_type": "code", "source": ["x = 1\n", "y = '" + "a" * 130 + "'"]},
+                                        {"cell_type": "markdown", "source": ["b" * 200]}]}))
+    assert long_lines(nb, tmp_path) == ["probe.ipynb:cell 0:line 2 (136)"]
+
+
+def test_no_code_line_is_longer_than_120_characters():
+    found = [hit for nb in sorted(NBS.rglob("*.ipynb")) for hit in long_lines(nb)]
+    assert not found, "lines over 120 characters:\n" + "\n".join(found)
