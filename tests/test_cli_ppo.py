@@ -1,4 +1,4 @@
-"""`esper-train ppo`: every seed 000 flag, the annealing line, a short run that saves and resumes."""
+"""`esper-train ppo`: every documented flag, the annealing line, a short run that saves and resumes."""
 import json
 
 import pytest

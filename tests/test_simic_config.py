@@ -1,4 +1,4 @@
-"""Tests for TrainingConfig (seed 001 Task 2, seed 002 Task 5, plus every other range)."""
+"""Tests for TrainingConfig (every field's range, the dict round trip, one source for the agent)."""
 import pytest
 
 from esper.simic.config import TrainingConfig

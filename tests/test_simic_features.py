@@ -1,4 +1,4 @@
-"""Tests for observation features and action masks (seed 001 Task 4 plus masks)."""
+"""Tests for observation features and action masks (and action masks)."""
 import pytest
 import torch
 

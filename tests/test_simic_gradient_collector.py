@@ -1,4 +1,4 @@
-"""Tests for gradient collector performance and correctness (seed 001 Task 3 plus fallback/iterator checks)."""
+"""Tests for gradient collector performance and correctness (plus fallback and iterator checks)."""
 import pytest
 import torch
 import torch.nn as nn

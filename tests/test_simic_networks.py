@@ -1,4 +1,4 @@
-"""Tests for Simic policy networks (seed 001 Task 8 plus shape/init checks)."""
+"""Tests for Simic policy networks (shapes and initialisation)."""
 import math
 
 import torch

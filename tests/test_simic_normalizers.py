@@ -1,4 +1,4 @@
-"""Tests for normalizer state_dict methods (seed 002 Task 6)."""
+"""Tests for normalizer state_dict methods (saved and restored with the agent)."""
 
 import pytest
 import torch

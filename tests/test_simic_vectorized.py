@@ -1,4 +1,4 @@
-"""Tests for vectorized PPO telemetry integration (seed 000 Task 9, as written)."""
+"""Tests for vectorized PPO telemetry integration."""
 
 import torch
 
