@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from ..leyline.files import save_torch_atomic
-from .config import TrainingConfig
+from .config import PPO_FIELDS, TrainingConfig
 from .normalizers import RunningMeanStd, RewardNormalizer
 
 # %% ../../nbs/simic/10_checkpoint.ipynb #04ef9a0c
@@ -27,25 +27,7 @@ CHECKPOINT_VERSION: int = 1
 #: Fields that fix the architecture: a checkpoint loads only into an agent where they match.
 ARCH_FIELDS = ("state_dim", "action_dim", "hidden_dim", "recurrent", "lstm_hidden_dim")
 #: The `TrainingConfig` fields every checkpoint holds (written before the whole config was stored, only these).
-HPARAM_FIELDS = (
-    "lr",
-    "gamma",
-    "gae_lambda",
-    "clip_ratio",
-    "clip_value",
-    "value_coef",
-    "max_grad_norm",
-    "n_epochs",
-    "batch_size",
-    "target_kl",
-    "weight_decay",
-    "entropy_coef",
-    "entropy_coef_start",
-    "entropy_coef_end",
-    "entropy_anneal_steps",
-    "entropy_coef_min",
-    "adaptive_entropy_floor",
-)
+HPARAM_FIELDS = tuple(f for f in PPO_FIELDS if f not in ARCH_FIELDS)
 
 
 def agent_config(agent) -> dict:
