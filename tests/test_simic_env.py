@@ -31,13 +31,26 @@ def test_state_has_base_and_per_slot_telemetry(episode):
     assert tel[6] > 0 and x[BASE_FEATURE_DIM:BASE_FEATURE_DIM + 10].abs().sum() == 0  # live seed measured, empty slot zero
 
 
-def test_flat_mask_targets_the_focus_seed(episode):
-    m = action_masks(episode.observation(), factored=False)
+def test_flat_mask_targets_the_focus_seed_and_germinates_beside_it(episode):
+    obs = episode.observation()
+    m = action_masks(obs, factored=False)
     assert m.shape == (N_FLAT_ACTIONS,)
-    # the focus seed (block2) trains its first epoch: on probation, gate shut, so only WAIT is legal for it
-    assert m.tolist() == [True] + [False] * (N_FLAT_ACTIONS - 1)
-    assert not m[FlatAction.GERMINATE_NORM] and not m[FlatAction.ADVANCE] and not m[FlatAction.PRUNE]
-    assert decode_action(int(FlatAction.PRUNE), episode.observation(), False) == TamiyoAction(LifecycleOp.PRUNE, "block2", reason="policy")
+    # the focus seed (block2) trains its first epoch: on probation, gate shut, so it can only wait;
+    # block1 is dormant, so a second seed may be germinated there meanwhile
+    assert not m[FlatAction.ADVANCE] and not m[FlatAction.PRUNE] and not m[FlatAction.FOSSILIZE]
+    assert m[FlatAction.WAIT] and m[FlatAction.GERMINATE_NORM:FlatAction.ADVANCE].all()
+    assert decode_action(int(FlatAction.PRUNE), obs, False) == TamiyoAction(LifecycleOp.PRUNE, "block2", reason="policy")
+    g = decode_action(int(FlatAction.GERMINATE_NORM), obs, False)
+    assert (g.op, g.slot, g.blueprint) == (LifecycleOp.GERMINATE, "block1", "norm")
+
+
+def test_the_oldest_live_seed_is_the_focus():
+    ep = Episode(get_task("mnist1d"), CFG)
+    ep.reset(0)
+    ep.step(TamiyoAction(LifecycleOp.GERMINATE, "block2", "norm"))
+    obs, _ = ep.step(TamiyoAction(LifecycleOp.GERMINATE, "block1", "norm"))
+    assert obs["focus_slot"] == "block2" and obs["available_slots"] == 0
+    assert not action_masks(obs, factored=False)[FlatAction.GERMINATE_NORM:FlatAction.ADVANCE].any()
 
 
 def test_reward_terms_sum_and_fossilization_credit(episode):

@@ -26,7 +26,7 @@ from ..tamiyo.features import obs_to_base_features, compute_action_mask
 from ..tamiyo.signals import TamiyoAction
 from .rewards import RewardConfig, compute_reward
 from .normalizers import RunningMeanStd
-from .seed_management import resolve_target_slot, fossilized_contribution
+from .seed_management import resolve_target_slot, germination_slot, fossilized_contribution
 
 # %% ../../nbs/simic/21_env.ipynb #bbac16dd
 def state_dim(n_slots: int) -> int:
@@ -77,7 +77,8 @@ def decode_action(
     slots = list(obs["slots"])
     if not factored:
         op, bp = flat_to_op(int(action))
-        slot = slots[resolve_target_slot(obs)]
+        target = germination_slot(obs) if op == LifecycleOp.GERMINATE else None
+        slot = slots[resolve_target_slot(obs) if target is None else target]
     else:
         op = LifecycleOp(int(action["op"]))
         slot, bp = slots[int(action["slot"])], BLUEPRINTS[int(action["blueprint"])]

@@ -375,10 +375,13 @@ class Episode:
         return self.observation()
 
     def observation(self) -> dict[str, Any]:
-        "Signals plus seed features: the focus seed (most recently germinated live one) and every slot."
+        "Signals plus seed features: the focus seed (the oldest live one) and every slot."
         m, obs = self.model, self.tracker.latest.to_obs()
-        live = [(st.metrics.germinated_epoch, s) for s, st in m.seed_states().items() if st.stage in LIVE_STAGES]
-        focus = m.slot(max(live)[1]).state if live else None
+        order = {s: i for i, s in enumerate(m.slot_ids)}
+        live = [
+            (st.metrics.germinated_epoch, order[s], s) for s, st in m.seed_states().items() if st.stage in LIVE_STAGES
+        ]
+        focus = m.slot(min(live)[2]).state if live else None
         fm = focus.metrics if focus else None
         obs.update(
             {

@@ -121,7 +121,7 @@ def _slot_stages(state) -> list[SeedStage | None]:
 def compute_action_mask(
     state,  # slot stage(s): SeedStage/int, a list of them, or an observation dict
     factored: bool = False,  # per-head masks (dict keyed by HEAD_NAMES) instead of a flat mask
-    target_slot: int = 0,  # the slot the flat space acts on
+    target_slot: int = 0,  # the slot the flat ADVANCE, FOSSILIZE and PRUNE act on
     device: torch.device | str = "cpu",
     gates_open: Sequence[bool] | None = None,  # per slot: would ADVANCE/FOSSILIZE pass its gate now (None: don't check)
     probation: Sequence[bool]
@@ -151,7 +151,7 @@ def compute_action_mask(
         mask = [False] * N_FLAT_ACTIONS
         mask[FlatAction.WAIT] = True
         for i in range(len(BLUEPRINTS)):
-            mask[FlatAction.GERMINATE_NORM + i] = ok[LifecycleOp.GERMINATE]
+            mask[FlatAction.GERMINATE_NORM + i] = any(s[LifecycleOp.GERMINATE] for s in per_slot)
         mask[FlatAction.ADVANCE], mask[FlatAction.FOSSILIZE], mask[FlatAction.PRUNE] = (
             ok[LifecycleOp.ADVANCE],
             ok[LifecycleOp.FOSSILIZE],
