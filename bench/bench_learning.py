@@ -55,7 +55,8 @@ PRESETS = {
              "lr_schedule": "cosine"},                                             # rates decayed to 0 by the end
 }
 BASELINES = ("static", "random", "heuristic")
-DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise")
+DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
+                     "concurrent:conv_heavy,depthwise")
 #: Decisions counted per episode in lifecycle.png (keys of the history's `action_counts`).
 LIFECYCLE_OPS = ("GERMINATE", "PRUNE", "FOSSILIZE", "ADVANCE")
 MIN_EXPLAINED_VARIANCE = 0.3
@@ -99,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
            "settings), so a run cut short, e.g. by a time limit, goes on where it stopped")
     a("--out", default=None, help="output folder (default: runs/bench_learning/<preset>)")
     a("--schedules", nargs="+", default=list(DEFAULT_SCHEDULES), metavar="BLUEPRINTS",
-      help="fixed rules (ScheduleTamiyo), each a comma-separated list of blueprints germinated in slot order "
+      help="fixed rules (ScheduleTamiyo), each a comma-separated list of blueprints germinated in slot order, "
+           "one after the other; prefixed with concurrent: they grow side by side "
            f"(default: {' '.join(DEFAULT_SCHEDULES)})")
     return ap
 
@@ -151,8 +153,9 @@ def training_task_seeds(train_seeds: list[int], episodes: int) -> set[int]:
 
 
 def schedule_name(spec: str) -> str:
-    "A fixed rule's controller name from its comma-separated blueprints (raises on unknown blueprints)."
-    return ScheduleTamiyo(tuple(spec.split(","))).name
+    "A fixed rule's controller name from `a,b` or `concurrent:a,b` (raises on unknown blueprints)."
+    concurrent = spec.startswith("concurrent:")
+    return ScheduleTamiyo(tuple(spec.removeprefix("concurrent:").split(",")), concurrent=concurrent).name
 
 
 # ----------------------------------------------------------------------------------------------- jobs (workers)
@@ -242,8 +245,8 @@ def ppo_eval_job(train_seed: int, checkpoint: str, eval_seed: int, setup: dict[s
 
 
 def make_baseline(name: str, eval_seed: int) -> Any:
-    "A baseline controller by name: static, random (seeded with the eval seed), heuristic or schedule:<a>+<b>."
-    if name.startswith("schedule:"): return ScheduleTamiyo(tuple(name.removeprefix("schedule:").split("+")))
+    "A baseline controller by name: static, random (seeded with the eval seed), heuristic, schedule:/concurrent:<a>+<b>."
+    if name.startswith(("schedule:", "concurrent:")): return ScheduleTamiyo.from_name(name)
     return make_controller(name, seed=eval_seed)
 
 
@@ -299,7 +302,7 @@ def seed_summary(trained: dict[str, Any], episodes: list[dict[str, Any]]) -> dic
 def check_targets(preset: str, summary: dict[str, dict], seeds: list[dict]) -> list[dict[str, Any]]:
     "The preset's targets for PPO, each with the measured value and PASS/FAIL."
     ppo, heuristic = summary["ppo"], summary["heuristic"]["final_accuracy"]
-    rules = [r for name, r in summary.items() if name.startswith("schedule:")]
+    rules = [r for name, r in summary.items() if name.startswith(("schedule:", "concurrent:"))]
     best_rule = max(rules, key=lambda r: r["final_accuracy"])
     worst = min(seeds, key=lambda s: s["final_accuracy"])
     targets = []

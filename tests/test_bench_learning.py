@@ -8,7 +8,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_learning.py"
 TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs", "3", "--max-batches", "2",
         "--train-seeds", "0", "1", "--eval-seeds", "2000", "2001", "--curve-seeds", "1000", "--eval-every", "2",
-        "--workers", "2", "--schedules", "conv_small"]
+        "--workers", "2", "--schedules", "conv_small", "concurrent:conv_small,depthwise"]
 
 
 def run_bench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -22,7 +22,7 @@ def test_tiny_benchmark_writes_every_result(tmp_path):
     p = run_bench(*TINY, "--out", str(out), cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads((out / "results.json").read_text())
-    names = ["static", "random", "heuristic", "schedule:conv_small", "ppo"]
+    names = ["static", "random", "heuristic", "schedule:conv_small", "concurrent:conv_small+depthwise", "ppo"]
     assert list(res["summary"]) == names
     for name in names:
         row = res["summary"][name]
@@ -30,7 +30,7 @@ def test_tiny_benchmark_writes_every_result(tmp_path):
         assert row["final_accuracy_ci95"] is not None and row["ci_n"] == 2, row
         assert row["params_in_all"] >= row["params_added"]
     assert res["summary"]["ppo"]["ci_over"] == "training seeds" and res["summary"]["ppo"]["episodes"] == 4
-    assert len(res["episodes"]) == 2 * 2 + 4 * 2  # PPO: train seeds x eval seeds; baselines: controllers x eval seeds
+    assert len(res["episodes"]) == 2 * 2 + 5 * 2  # PPO: train seeds x eval seeds; baselines: controllers x eval seeds
     seeds = res["ppo_seeds"]
     assert [s["train_seed"] for s in seeds] == [0, 1]
     for s in seeds:

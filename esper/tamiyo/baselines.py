@@ -60,7 +60,11 @@ class RandomTamiyo:
 class ScheduleTamiyo:
     "Germinate `blueprints` in slot order at the first chances; advance and fossilize each as soon as its gates allow."
 
-    def __init__(self, blueprints: tuple[str, ...]):  # blueprint names, germinated in this order
+    def __init__(
+        self,
+        blueprints: tuple[str, ...],  # blueprint names, germinated in this order
+        concurrent: bool = False,  # plant every seed at the first chances, not each after the last fossilizes
+    ):
         if isinstance(blueprints, str):
             raise TypeError(
                 f"blueprints must be a tuple of names, not a string (got {blueprints!r}); "
@@ -72,20 +76,50 @@ class ScheduleTamiyo:
         unknown = [b for b in self.blueprints if b not in BLUEPRINTS]
         if unknown:
             raise ValueError(f"unknown blueprint(s) {unknown}; choose from {BLUEPRINTS}")
-        self.name = "schedule:" + "+".join(self.blueprints)
+        self.concurrent = bool(concurrent)
+        self.name = ("concurrent:" if self.concurrent else "schedule:") + "+".join(self.blueprints)
         self.reset()
+
+    @classmethod
+    def from_name(cls, name: str) -> "ScheduleTamiyo":
+        "The schedule a `name` spells: `schedule:<a>+<b>` (one after the other) or `concurrent:<a>+<b>`."
+        kind, sep, plan = name.partition(":")
+        if not sep or kind not in ("schedule", "concurrent"):
+            raise ValueError(f"a fixed rule's name is schedule:<blueprints> or concurrent:<blueprints> (got {name!r})")
+        return cls(tuple(plan.split("+")), concurrent=kind == "concurrent")
 
     def reset(self) -> None:
         "New episode: the next seed is the first blueprint again."
         self.germinated = 0
 
+    def _germinate(self, slot: str) -> TamiyoAction:
+        blueprint = self.blueprints[self.germinated]
+        self.germinated += 1
+        return TamiyoAction(LifecycleOp.GERMINATE, slot, blueprint, reason="schedule")
+
     def decide(self, observation: dict[str, Any], model: Any) -> TamiyoAction:
+        if self.concurrent:
+            return self._decide_concurrent(model)
         for slot in model.slot_ids:
             allowed = dict(zip(LifecycleOp, ops_allowed(model.slot(slot).stage)))
             if allowed[LifecycleOp.GERMINATE] and self.germinated < len(self.blueprints):
-                blueprint = self.blueprints[self.germinated]
-                self.germinated += 1
-                return TamiyoAction(LifecycleOp.GERMINATE, slot, blueprint, reason="schedule")
+                return self._germinate(slot)
+            if allowed[LifecycleOp.FOSSILIZE]:
+                return TamiyoAction(LifecycleOp.FOSSILIZE, slot, reason="schedule")
+            if allowed[LifecycleOp.ADVANCE]:
+                return TamiyoAction(LifecycleOp.ADVANCE, slot, reason="schedule")
+        return TamiyoAction.wait("schedule")
+
+    def _decide_concurrent(self, model: Any) -> TamiyoAction:
+        "Plant while blueprints are left, then move on the first seed whose gate is open."
+        stages = {slot: dict(zip(LifecycleOp, ops_allowed(model.slot(slot).stage))) for slot in model.slot_ids}
+        if self.germinated < len(self.blueprints):
+            for slot, allowed in stages.items():
+                if allowed[LifecycleOp.GERMINATE]:
+                    return self._germinate(slot)
+        for slot, allowed in stages.items():
+            if not model.gate_open(slot):
+                continue
             if allowed[LifecycleOp.FOSSILIZE]:
                 return TamiyoAction(LifecycleOp.FOSSILIZE, slot, reason="schedule")
             if allowed[LifecycleOp.ADVANCE]:
