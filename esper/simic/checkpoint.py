@@ -19,6 +19,7 @@ import torch
 
 from ..leyline.files import save_torch_atomic
 from .config import PPO_FIELDS, TrainingConfig
+from .flat_params import match_optimizer_state
 from .normalizers import RunningMeanStd, RewardNormalizer
 
 # %% ../../nbs/simic/10_checkpoint.ipynb #04ef9a0c
@@ -113,7 +114,7 @@ def load_agent(agent, path: str | os.PathLike) -> None:
     agent.config = stored_config(cfg)
     agent.network.load_state_dict(ck["network_state_dict"])
     agent.optimizer = agent._make_optimizer()  # weight_decay decides Adam vs AdamW
-    agent.optimizer.load_state_dict(ck["optimizer_state_dict"])
+    agent.optimizer.load_state_dict(match_optimizer_state(ck["optimizer_state_dict"], agent.optimizer))
     agent.train_steps = int(ck["train_steps"])
     if ck["obs_normalizer"] is not None:
         if agent.obs_normalizer is None:

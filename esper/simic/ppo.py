@@ -20,6 +20,7 @@ from .annealing import EntropySchedule
 from .anomaly_detector import AnomalyDetector
 from .buffer import MultiEnvRolloutBuffer
 from .config import PPO_FIELDS, TrainingConfig, resolve_config
+from .flat_params import FlatParams
 from esper.simic.networks import (
     ActorCritic,
     FactoredActorCritic,
@@ -133,6 +134,7 @@ class PPOAgent:
             self.network = ActorCritic(state_dim, action_dim, config.hidden_dim)
         self.network.to(self.device)
         self._params = list(self.network.parameters())
+        self._flat: FlatParams | None = None  # the flat buffers the optimizer steps (see `_make_optimizer`)
         self.optimizer = self._make_optimizer()
         self.buffer = MultiEnvRolloutBuffer()  # one ordered rollout per env_id
         self.anomaly_detector = anomaly_detector or AnomalyDetector(**config.to_anomaly_kwargs())
@@ -188,17 +190,20 @@ def entropy_schedule(self: PPOAgent) -> EntropySchedule:
 def _make_optimizer(self: PPOAgent) -> torch.optim.Optimizer:
     "Adam (eps 1e-5); AdamW with decay on the critic only when `weight_decay > 0`. Fused on CUDA, foreach on CPU."
     kw = {"lr": self.lr, "eps": 1e-5, **({"fused": True} if self.device.type == "cuda" else {"foreach": True})}
-    if self.weight_decay <= 0:
-        return torch.optim.Adam(self.network.parameters(), **kw)
-    g = self.network.parameter_groups()
-    return torch.optim.AdamW(
-        [
-            {"params": g["actor"], "weight_decay": 0.0, "name": "actor"},
-            {"params": g["shared"], "weight_decay": 0.0, "name": "shared"},
-            {"params": g["critic"], "weight_decay": self.weight_decay, "name": "critic"},
-        ],
-        **kw,
-    )
+    decay = self.weight_decay > 0
+    groups = self.network.parameter_groups() if decay else {"all": list(self.network.parameters())}
+    options = {
+        "actor": {"weight_decay": 0.0},
+        "shared": {"weight_decay": 0.0},
+        "critic": {"weight_decay": self.weight_decay},
+    }
+    if self.recurrent and self.device.type == "cuda":  # cuDNN keeps the LSTM weights in a layout of its own
+        self._flat = None
+        param_groups = [{"params": p, "name": name, **options.get(name, {})} for name, p in groups.items()]
+    else:  # one flat buffer per group: an optimizer step is a few kernels, not a few per tensor
+        self._flat = FlatParams(self.network, groups)
+        param_groups = self._flat.param_groups(**options)
+    return (torch.optim.AdamW if decay else torch.optim.Adam)(param_groups, **kw)
 
 # %% ../../nbs/simic/08_ppo.ipynb #8714bf66
 @patch
@@ -540,9 +545,12 @@ class UpdateStats:
 @patch
 def _optimizer_step(self: PPOAgent, loss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     "backward, clip the global grad norm, step if `step_is_finite`; returns (pre-clip norm, that flag)."
-    self.optimizer.zero_grad(set_to_none=True)
+    self._zero_grad()
     loss.backward()
-    norm = nn.utils.clip_grad_norm_(self._params, self.max_grad_norm, foreach=True)
+    if self._flat is None:
+        norm = nn.utils.clip_grad_norm_(self._params, self.max_grad_norm, foreach=True)
+    else:
+        norm = self._flat.clip_grad_norm_(self.max_grad_norm)
     ok = step_is_finite(loss, norm)
     if self.optimizer.defaults.get("fused"):  # the fused kernel reads the flag on the device and skips itself
         self.optimizer.found_inf = (~ok).float()
@@ -553,6 +561,18 @@ def _optimizer_step(self: PPOAgent, loss: torch.Tensor) -> tuple[torch.Tensor, t
     elif bool(ok):  # foreach (CPU): the flag is host memory, reading it is no device sync
         self.optimizer.step()
     return norm, ok
+
+
+@patch
+def _zero_grad(self: PPOAgent) -> None:
+    "Zero the gradients: in place in the flat buffers (their views stay bound), else set them to None."
+    if self._flat is None:
+        self.optimizer.zero_grad(set_to_none=True)
+        return
+    first = getattr(self, "_flat_checked", None) != self.train_steps  # the module walk, once per update
+    self._flat.check(module=first)
+    self._flat_checked = self.train_steps
+    self._flat.zero_grad()
 
 # %% ../../nbs/simic/08_ppo.ipynb #729270e0
 @patch
@@ -573,6 +593,20 @@ def _debug(self: PPOAgent) -> bool:
     return tc is not None and bool(tc.should_collect("debug"))
 
 
+def _shuffled(b: dict, advantages: torch.Tensor, returns: torch.Tensor, perm: torch.Tensor) -> dict:
+    "The rollout permuted once for an epoch: one gather per tensor, and each minibatch is then a slice (a view)."
+    pick = lambda d: None if d is None else {k: t[perm] for k, t in d.items()}
+    return {
+        "states": b["states"][perm],
+        "actions": pick(b["actions"]),
+        "masks": pick(b["masks"]),
+        "log_probs": b["log_probs"][perm],
+        "values": b["values"][perm],
+        "advantages": advantages[perm],
+        "returns": returns[perm],
+    }
+
+
 @patch
 def update(self: PPOAgent, last_value: float | dict[int, float] = 0.0) -> PPOUpdateMetrics:
     "One PPO update on the stored rollout; `last_value` (one, or one per env) bootstraps a rollout cut mid-episode."
@@ -589,24 +623,24 @@ def update(self: PPOAgent, last_value: float | dict[int, float] = 0.0) -> PPOUpd
     mb_size = min(self.batch_size, n)
     stats, epochs_run, debug = UpdateStats(), 0, self._debug()
     for epoch in range(self.n_epochs):
-        perm = torch.randperm(n, device=self.device)
+        e = _shuffled(b, advantages, returns, torch.randperm(n, device=self.device))
         for start in range(0, n, mb_size):
-            idx = perm[start : start + mb_size]
+            mb = slice(start, start + mb_size)
             # 3. re-evaluate the stored actions under the current policy
-            logits, new_values = self.network(b["states"][idx])
-            masks = None if b["masks"] is None else {k: m[idx] for k, m in b["masks"].items()}
-            actions = {k: a[idx] for k, a in b["actions"].items()}
+            logits, new_values = self.network(e["states"][mb])
+            masks = None if e["masks"] is None else {k: m[mb] for k, m in e["masks"].items()}
+            actions = {k: a[mb] for k, a in e["actions"].items()}
             new_log_probs, head_entropies = evaluate_heads(logits, actions, masks)
             # 4. clipped surrogate + value loss - entropy bonus, then one optimiser step
             out = ppo_loss(
                 new_log_probs,
-                b["log_probs"][idx],
-                advantages=advantages[idx],
-                returns=returns[idx],
+                e["log_probs"][mb],
+                advantages=e["advantages"][mb],
+                returns=e["returns"][mb],
                 new_values=new_values,
-                old_values=b["values"][idx],
+                old_values=e["values"][mb],
                 head_entropies=head_entropies,
-                entropy_coefs=self._entropy_coefs(masks, len(idx)),
+                entropy_coefs=self._entropy_coefs(masks, len(new_values)),
                 clip_ratio=self.clip_ratio,
                 clip_value=self.clip_value,
                 value_coef=self.value_coef,
@@ -618,7 +652,7 @@ def update(self: PPOAgent, last_value: float | dict[int, float] = 0.0) -> PPOUpd
                 stepped=stepped,
                 epoch=epoch,
                 debug=debug,
-                logratio=new_log_probs - b["log_probs"][idx],
+                logratio=new_log_probs - e["log_probs"][mb],
             )
         epochs_run += 1
         if stats.end_epoch(epoch, self.target_kl):  # KL early stop or non-finite ratio
@@ -673,7 +707,7 @@ def _finish(
 @patch
 def _report_skipped(self: PPOAgent, metrics: dict, n_steps: int) -> None:
     "A skipped step is an anomaly: list it, log it, and drop the non-finite gradients it left behind."
-    self.optimizer.zero_grad(set_to_none=True)
+    self._zero_grad()
     metrics["anomalies"].append("skipped_steps")
     logger.warning(
         "PPO update %d skipped %d of %d optimizer steps on a non-finite loss or gradient; the weights "
