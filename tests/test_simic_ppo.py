@@ -806,9 +806,11 @@ def test_a_checkpoint_with_per_tensor_optimizer_state_resumes_exactly(tmp_path):
             agent.store_transition(states[t], int(actions[t]), float(log_probs[t]), float(values[t]), float(rewards[t]),
                                    t % 8 == 7)
 
-    torch.manual_seed(0); np.random.seed(0)
+    torch.manual_seed(0)
+    np.random.seed(0)
     agent = PPOAgent(state_dim=6, action_dim=3, hidden_dim=16, n_epochs=2, batch_size=16)
-    rollout(agent, 1); agent.update()
+    rollout(agent, 1)
+    agent.update()
     agent.save(tmp_path / "flat.pt")
     ck = torch.load(tmp_path / "flat.pt", weights_only=True)
     per_tensor = torch.optim.Adam(agent.network.parameters(), lr=agent.lr, eps=1e-5)  # the layout of older files
@@ -819,6 +821,7 @@ def test_a_checkpoint_with_per_tensor_optimizer_state_resumes_exactly(tmp_path):
     for name in ("flat.pt", "per_tensor.pt"):
         torch.manual_seed(5)
         resumed = agent_from_checkpoint(tmp_path / name)
-        rollout(resumed, 2); resumed.update()
+        rollout(resumed, 2)
+        resumed.update()
         finals.append([p.detach().clone() for p in resumed.network.parameters()])
     assert all(torch.equal(a, b) for a, b in zip(*finals))
