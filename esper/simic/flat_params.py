@@ -5,14 +5,14 @@
 # %% auto #0
 __all__ = ['FlatParams', 'match_optimizer_state']
 
-# %% ../../nbs/simic/13_flat_params.ipynb #9751c7ba
+# %% ../../nbs/simic/13_flat_params.ipynb #1275e997
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import torch
 from torch import nn
 
-# %% ../../nbs/simic/13_flat_params.ipynb #8d07ed73
+# %% ../../nbs/simic/13_flat_params.ipynb #3229ff64
 class FlatParams:
     "Parameters of each group as views into one flat tensor, their gradients as views into another."
 
@@ -90,7 +90,7 @@ class FlatParams:
             flat.grad.mul_(coef)
         return total
 
-# %% ../../nbs/simic/13_flat_params.ipynb #aa45f5d5
+# %% ../../nbs/simic/13_flat_params.ipynb #b583842f
 def _moments(entries: list[dict], sizes: list[int], group: int) -> list[dict]:
     "The state entries of one group, regrouped from `len(entries)` tensors into `len(sizes)` of the given sizes."
     whole = {}
