@@ -49,8 +49,7 @@ def _patch(variant: str) -> None:
             gates = None
             if variant == "noprob":
                 gates = [bool(s.get("gate_open", True)) for s in obs["slots"].values()]
-            return compute_action_mask(envmod.slot_stages(obs), factored=factored,
-                                       target_slot=envmod.resolve_target_slot(obs), gates_open=gates)
+            return compute_action_mask(envmod.slot_stages(obs), factored=factored, gates_open=gates)
         envmod.action_masks = masks
     if variant == "bootstrap":
         def record(self, envs):

@@ -26,7 +26,7 @@ from ..tamiyo.features import obs_to_base_features, compute_action_mask
 from ..tamiyo.signals import TamiyoAction
 from .rewards import RewardConfig, compute_reward
 from .normalizers import RunningMeanStd
-from .seed_management import resolve_target_slot, germination_slot, fossilized_contribution
+from .seed_management import flat_action_slot, fossilized_contribution
 
 # %% ../../nbs/simic/21_env.ipynb #bbac16dd
 def state_dim(n_slots: int) -> int:
@@ -60,12 +60,10 @@ def action_masks(
     obs: dict[str, Any],  # observation
     factored: bool,  # per-head masks instead of one flat mask
 ) -> torch.Tensor | dict[str, torch.Tensor]:
-    "What the lifecycle allows now and its gates would let through, with no pruning on probation (flat: target slot)."
+    "What the lifecycle allows now and its gates would let through, with no pruning on probation."
     gates = [bool(s.get("gate_open", True)) for s in obs["slots"].values()]
     young = [bool(s.get("probation", False)) for s in obs["slots"].values()]
-    return compute_action_mask(
-        slot_stages(obs), factored=factored, target_slot=resolve_target_slot(obs), gates_open=gates, probation=young
-    )
+    return compute_action_mask(slot_stages(obs), factored=factored, gates_open=gates, probation=young)
 
 
 def decode_action(
@@ -77,8 +75,7 @@ def decode_action(
     slots = list(obs["slots"])
     if not factored:
         op, bp = flat_to_op(int(action))
-        target = germination_slot(obs) if op == LifecycleOp.GERMINATE else None
-        slot = slots[resolve_target_slot(obs) if target is None else target]
+        slot = slots[flat_action_slot(obs, op)]
     else:
         op = LifecycleOp(int(action["op"]))
         slot, bp = slots[int(action["slot"])], BLUEPRINTS[int(action["blueprint"])]

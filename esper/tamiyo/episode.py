@@ -407,6 +407,7 @@ class Episode:
                         if m.slot(s).seed is not None
                         else 0,
                         "contribution": (m.slot(s).state.metrics.contribution or 0.0) if m.slot(s).state else 0.0,
+                        "germinated_epoch": m.slot(s).state.metrics.germinated_epoch if m.slot(s).state else None,
                         "telemetry": m.slot(s).state.telemetry.to_features()
                         if m.slot(s).seed is not None
                         else [0.0] * 10,
