@@ -33,6 +33,7 @@ def make_controller(
     checkpoint: Path | str | None = None,  # PPO checkpoint (required for "ppo")
     device: str = "cpu",  # where the PPO policy runs
     fixed_rule: tuple[str, ...] = DEFAULT_FIXED_RULE,  # blueprints of the "fixed" controller, in slot order
+    fixed_concurrent: bool = False,  # the "fixed" controller grows its seeds side by side, not one after the other
 ):
     "Build a controller by name."
     if name == "static":
@@ -42,7 +43,7 @@ def make_controller(
     if name == "heuristic":
         return HeuristicTamiyo()
     if name == "fixed":
-        return ScheduleTamiyo(tuple(fixed_rule))
+        return ScheduleTamiyo(tuple(fixed_rule), concurrent=fixed_concurrent)
     if name == "ppo":
         if checkpoint is None:
             raise ValueError("controller 'ppo' needs --checkpoint PATH (a file written by esper-train ppo --save)")
@@ -178,6 +179,7 @@ def run_comparison(
     max_batches: int | None = None,  # cap batches per epoch (quick checks)
     progress: bool = True,  # print a line per episode
     fixed_rule: tuple[str, ...] = DEFAULT_FIXED_RULE,  # blueprints of the "fixed" controller
+    fixed_concurrent: bool = False,  # the "fixed" controller grows its seeds side by side
     lr_schedule: str = "constant",  # host and seed learning rates over an episode: "constant" or "cosine"
 ) -> dict[str, Any]:
     "Run every controller on every seed; return (and optionally write) the per-episode results and the table."
@@ -194,7 +196,14 @@ def run_comparison(
     results: dict[str, list[dict[str, Any]]] = {}
     for name in controllers:
         for s in seeds:
-            ctrl = make_controller(name, seed=s, checkpoint=checkpoint, device=device, fixed_rule=fixed_rule)
+            ctrl = make_controller(
+                name,
+                seed=s,
+                checkpoint=checkpoint,
+                device=device,
+                fixed_rule=fixed_rule,
+                fixed_concurrent=fixed_concurrent,
+            )
             t = get_task(task, shuffle_seed=s, data_dir=data_dir, host=host)
             r = run_episode(t, ctrl, cfg, seed=s, device=device).to_dict() | {"seed": s}
             results.setdefault(name, []).append(r)
@@ -222,6 +231,7 @@ def run_comparison(
                     checkpoint=None if checkpoint is None else str(checkpoint),
                     host=host,
                     fixed_rule=list(fixed_rule),
+                    fixed_concurrent=fixed_concurrent,
                     lr_schedule=lr_schedule,
                 ),
                 "rows": rows,
@@ -256,6 +266,12 @@ def add_parser(subparsers) -> None:
         metavar="BLUEPRINT",
         help="blueprints the 'fixed' controller germinates in slot order, each advanced and fossilized "
         "as soon as its gates allow (default: conv_heavy)",
+    )
+    p.add_argument(
+        "--fixed-concurrent",
+        action="store_true",
+        help="the 'fixed' controller plants all its seeds first and grows them side by side "
+        "(default: each seed after the last one is fossilized)",
     )
     p.add_argument("--checkpoint", default=None, help="PPO checkpoint written by `esper-train ppo --save`")
     p.add_argument("--seeds", type=nonneg_int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
@@ -297,6 +313,7 @@ def run(args) -> int:
                 data_dir=args.data_dir,
                 max_batches=args.max_batches,
                 fixed_rule=tuple(args.fixed_rule),
+                fixed_concurrent=args.fixed_concurrent,
                 lr_schedule=args.lr_schedule,
             )
     except (ValueError, RuntimeError, FileNotFoundError) as e:
