@@ -135,6 +135,7 @@ class PPOAgent:
         self.network.to(self.device)
         self._params = list(self.network.parameters())
         self._flat: FlatParams | None = None  # the flat buffers the optimizer steps (see `_make_optimizer`)
+        self._flat_checked: int | None = None  # the update whose parameters `_zero_grad` last checked in full
         self.optimizer = self._make_optimizer()
         self.buffer = MultiEnvRolloutBuffer()  # one ordered rollout per env_id
         self.anomaly_detector = anomaly_detector or AnomalyDetector(**config.to_anomaly_kwargs())
@@ -569,7 +570,7 @@ def _zero_grad(self: PPOAgent) -> None:
     if self._flat is None:
         self.optimizer.zero_grad(set_to_none=True)
         return
-    first = getattr(self, "_flat_checked", None) != self.train_steps  # the module walk, once per update
+    first = self._flat_checked != self.train_steps  # the module walk, once per update
     self._flat.check(module=first)
     self._flat_checked = self.train_steps
     self._flat.zero_grad()
