@@ -1,0 +1,95 @@
+"""Would a new blueprint buy more accuracy per parameter? Candidate seeds under fixed rules on whole runs.
+
+A candidate is tried without adding it to the action space: for the run it takes the place of the `attention`
+blueprint in the 1-D registry, so a rule that names `attention` grows the candidate. Each rule plays 30-epoch
+episodes on every batch with cosine learning rates (the learning benchmark's `full` preset) on tuning task seeds,
+never on the benchmark's held-out seeds 2000-2004. One line of JSON per candidate and rule.
+
+    OMP_NUM_THREADS=1 python bench/blueprint_probe.py --workers 2
+
+The "Why Tamiyo learns" chapter quotes the default run (2-core CPU, about 6 minutes).
+"""
+import argparse
+import json
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+import torch
+from torch import nn
+
+from esper.cli import OneLineParser, nonneg_int, positive_int
+from esper.kasmina import blueprints as B
+from esper.tamiyo.baselines import ScheduleTamiyo
+from esper.tamiyo.episode import EpisodeConfig, run_episode
+from esper.tasks import get_task
+
+
+class TwoConvSeed(B.SeedModule):
+    "conv(k) → BN → ReLU → zero-initialised conv(k2, dilation d): the same width as the host throughout."
+
+    def __init__(self, channels: int, dims: int, k: int = 3, k2: int = 3, dilation: int = 1):
+        super().__init__(channels, dims)
+        Conv, BN, _ = B._ops(dims)
+        self.body = nn.Sequential(
+            Conv(channels, channels, k, padding=k // 2, bias=False), BN(channels), nn.ReLU(),
+            B._zero(Conv(channels, channels, k2, padding=dilation * (k2 // 2), dilation=dilation)))
+
+    def forward(self, h):
+        return self.body(h)
+
+
+#: Candidate seeds by name: (first kernel, second kernel, dilation of the second).
+CANDIDATES = {"k3_k3": (3, 3, 1), "k3_dilated": (3, 3, 2), "k5_1x1": (5, 1, 1), "k5_k5": (5, 5, 1)}
+#: Rules tried by default: `none` plays a rule over today's blueprints, for reference.
+DEFAULT_RUNS = ("none:concurrent:conv_heavy+conv_small", "none:concurrent:conv_heavy+depthwise",
+                "k3_k3:concurrent:conv_heavy+attention", "k3_dilated:concurrent:conv_heavy+attention",
+                "k5_1x1:concurrent:conv_heavy+attention", "k5_k5:concurrent:attention+attention")
+
+
+def install(candidate: str) -> None:
+    "Let the 1-D `attention` blueprint build `candidate` in this process."
+    k, k2, d = CANDIDATES[candidate]
+    factory = lambda channels, dims: TwoConvSeed(channels, dims, k, k2, d)  # noqa: E731
+    B.BLUEPRINT_REGISTRY["conv1d"]["attention"] = B.BlueprintSpec("attention", "conv1d", factory, 1, candidate)
+
+
+def probe(run: str, seeds: list[int]) -> dict:
+    "Play one `candidate:rule` on every seed; a worker's job."
+    torch.set_num_threads(1)
+    candidate, rule = run.split(":", 1)
+    if candidate != "none": install(candidate)
+    config = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine")
+    t0, results = time.perf_counter(), []
+    for s in seeds:
+        results.append(run_episode(get_task("mnist1d", shuffle_seed=s), ScheduleTamiyo.from_name(rule), config, seed=s))
+    accs = [r.final_accuracy for r in results]
+    return {"candidate": candidate, "rule": rule, "mean_accuracy": round(statistics.fmean(accs), 2),
+            "accuracies": accs, "params_in_all": results[0].host_params + results[0].params_added,
+            "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def main(argv: list[str]|None=None) -> None:
+    ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="blueprint_probe.py")
+    ap.add_argument("--runs", nargs="+", default=list(DEFAULT_RUNS), metavar="CANDIDATE:RULE",
+                    help=f"candidate (one of {', '.join(CANDIDATES)}, or none) and a fixed rule's name, e.g. "
+                         "k3_k3:concurrent:conv_heavy+attention")
+    ap.add_argument("--seeds", type=nonneg_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
+                    help="task seeds (default: 1000-1004, never the held-out 2000-2004)")
+    ap.add_argument("--workers", type=positive_int, default=1, help="worker processes (default: 1)")
+    args = ap.parse_args(argv)
+    for run in args.runs:
+        candidate, sep, rule = run.partition(":")
+        if not sep or (candidate != "none" and candidate not in CANDIDATES):
+            ap.error(f"--runs: {run!r} is not CANDIDATE:RULE with a candidate from {', '.join(CANDIDATES)} or none")
+        try:
+            ScheduleTamiyo.from_name(rule)
+        except ValueError as e:
+            ap.error(f"--runs: {e}")
+    with ProcessPoolExecutor(args.workers) as pool:
+        for row in pool.map(probe, args.runs, [args.seeds] * len(args.runs)):
+            print(json.dumps(row), flush=True)
+
+
+if __name__ == "__main__":
+    main()
