@@ -305,6 +305,27 @@ class Episode:
         self._n += len(yb)
         self._batches += 1
 
+    def record_batches(
+        self,
+        loss_sum: torch.Tensor,  # summed training loss of the batches (a device scalar)
+        correct: torch.Tensor,  # correct predictions among them (a device scalar)
+        samples: int,  # samples trained
+        batches: int,  # batches trained
+        grad_norm_sums: dict[str, torch.Tensor],  # per watched group, per-tensor gradient norms summed over batches
+    ) -> None:
+        "Account for batches trained outside `train_batch`, for example by a population of episodes trained as one."
+        if not self._in_epoch:
+            raise RuntimeError("record_batches called outside begin_epoch/end_epoch")
+        if set(grad_norm_sums) != set(self.grads.groups):
+            raise ValueError(f"grad_norm_sums must cover the watched groups {sorted(self.grads.groups)}")
+        self._loss_sum += loss_sum
+        self._correct += correct
+        self._n += samples
+        self._batches += batches
+        for name, sums in grad_norm_sums.items():
+            self.grads.sums[name] = self.grads.sums[name] + sums if name in self.grads.sums else sums
+        self.grads.batches += batches
+
     def end_epoch(self) -> dict[str, Any]:
         "Finish the epoch: governor, validation, seed bookkeeping and telemetry, signals; returns the next observation."
         if not self._in_epoch:
