@@ -9,7 +9,6 @@ never on the benchmark's held-out seeds 2000-2004. One line of JSON per candidat
 
 The "Why Tamiyo learns" chapter quotes the default run (2-core CPU, about 6 minutes).
 """
-import argparse
 import json
 import statistics
 import time
@@ -50,7 +49,7 @@ DEFAULT_RUNS = ("none:concurrent:conv_heavy+conv_small", "none:concurrent:conv_h
 def install(candidate: str) -> None:
     "Let the 1-D `attention` blueprint build `candidate` in this process."
     k, k2, d = CANDIDATES[candidate]
-    factory = lambda channels, dims: TwoConvSeed(channels, dims, k, k2, d)  # noqa: E731
+    factory = lambda channels, dims: TwoConvSeed(channels, dims, k, k2, d)
     B.BLUEPRINT_REGISTRY["conv1d"]["attention"] = B.BlueprintSpec("attention", "conv1d", factory, 1, candidate)
 
 

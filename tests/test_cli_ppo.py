@@ -75,3 +75,20 @@ def test_lr_schedule_is_part_of_the_run(tmp_path, capsys):
     assert rc == 1 and "lr_schedule" in err and "'cosine'" in err
     with pytest.raises(SystemExit) as e: main(["ppo", "--lr-schedule", "step"])
     assert e.value.code == 2 and "--lr-schedule" in capsys.readouterr().err
+
+
+def test_population_flag_trains_the_batch_as_one_population_and_refuses_what_it_cannot_do(capsys):
+    base = ["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "2", "--max-epochs", "2", "--max-batches", "1",
+            "--no-progress"]
+    assert main(base + ["--population", "on"]) == 0
+    assert "stepping 2 environments in this process as one population" in capsys.readouterr().out
+    assert main(base + ["--population", "auto"]) == 0  # CPU: auto is off, the default workers step the envs
+    assert "as one population" not in capsys.readouterr().out
+    assert main(["ppo", "--population", "on", "--n-episodes", "1", "--max-epochs", "2"]) == 2
+    assert capsys.readouterr().err.strip() == "esper-train ppo: error: --population on needs --vectorized"
+    assert main(base + ["--population", "on", "--workers", "1"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "without workers" in err[0], err
+    assert main(base + ["--device", "cuda:7" if not __import__("torch").cuda.is_available() else "nonsense"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("esper-train ppo: error: --device/--devices:"), err

@@ -81,6 +81,14 @@ def add_parser(subparsers) -> None:
         "(default: start a local Ray instance)",
     )
     a(
+        "--population",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="with --vectorized, train each batch's environments as one population in this process (one vmapped "
+        "model per architecture; see the population chapter); auto: on when the environments train on CUDA and "
+        "no --workers are asked for (default: auto)",
+    )
+    a(
         "--n-episodes",
         "--episodes",
         dest="episodes",
@@ -95,7 +103,7 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="divide stored rewards by their running std (RewardNormalizer; saved and resumed with the agent)",
     )
-    a("--device", default="cpu", help="policy device: cpu, cuda or cuda:N (default: cpu)")
+    a("--device", default="cpu", help="policy device: cpu, cuda, cuda:N or auto (CUDA when available) (default: cpu)")
     a("--devices", nargs="+", default=None, metavar="DEV", help="env devices, round-robin (default: --device)")
     a("--entropy-coef", type=_nonneg_float, default=0.01, help="entropy coefficient when not annealing (default: 0.01)")
     a(
@@ -187,6 +195,7 @@ def run(args) -> int:
     from esper.simic.normalizers import RewardNormalizer
     from esper.simic.workers import default_workers
     from esper.tamiyo.episode import EpisodeConfig
+    from esper.tolaria import resolve_device
 
     if args.workers is not None and not args.vectorized:
         print("esper-train ppo: error: --workers needs --vectorized", file=sys.stderr)
@@ -204,7 +213,21 @@ def run(args) -> int:
         annealing_line(args.entropy_coef, args.entropy_coef_start, args.entropy_coef_end, args.entropy_anneal_episodes),
         flush=True,
     )
-    workers = default_workers(args.n_envs) if args.workers is None else args.workers
+    try:
+        device = str(resolve_device(args.device))
+        devices = [str(resolve_device(d)) for d in args.devices] if args.devices else None
+    except (ValueError, RuntimeError) as e:
+        print(f"esper-train ppo: error: --device/--devices: {e}", file=sys.stderr)
+        return 2
+    if args.population == "on" and not args.vectorized:
+        print("esper-train ppo: error: --population on needs --vectorized", file=sys.stderr)
+        return 2
+    on_cuda = all(d.startswith("cuda") for d in (devices or [device]))
+    population = args.vectorized and (
+        args.population == "on" or (args.population == "auto" and on_cuda and not args.workers)
+    )
+    workers = 0 if population and args.workers is None else args.workers
+    workers = default_workers(args.n_envs) if workers is None else workers
     try:
         config = TrainingConfig(
             lr=args.lr,
@@ -224,7 +247,7 @@ def run(args) -> int:
             kw = dict(
                 n_episodes=args.episodes,
                 max_epochs=args.max_epochs,
-                device=args.device,
+                device=device,
                 task=args.task,
                 config=config,
                 entropy_anneal_episodes=args.entropy_anneal_episodes,
@@ -243,7 +266,7 @@ def run(args) -> int:
             try:
                 if args.vectorized:
                     where = (
-                        "in this process"
+                        "in this process" + (" as one population" if population else "")
                         if not workers
                         else f"in {min(workers, args.n_envs)} "
                         + ("Ray actors" if args.backend == "ray" else "worker processes")
@@ -251,10 +274,11 @@ def run(args) -> int:
                     print(f"stepping {args.n_envs} environments {where}", flush=True)
                     agent, hist = train_ppo_vectorized(
                         n_envs=args.n_envs,
-                        devices=args.devices,
+                        devices=devices,
                         workers=workers,
                         backend=args.backend,
                         ray_address=args.ray_address,
+                        population=population,
                         **kw,
                     )
                 else:

@@ -31,6 +31,7 @@ from .normalizers import RunningMeanStd
 from .rewards import RewardConfig
 from .env import state_dim, action_dim, act
 from .parallel_env_state import ParallelEnvState, make_env_states, task_with_shuffle
+from .population import run_epoch_population
 from .seed_management import episode_seed, calculate_entropy_anneal_steps, run_ppo_update
 from esper.simic.emitters import (
     emit_training_started,
@@ -79,17 +80,19 @@ def run_lockstep(
     decide: Callable[[list[ParallelEnvState]], list[Any]],  # envs -> one TamiyoAction per env
     after_step: Callable[[list[ParallelEnvState]], None] | None = None,  # called after each decided epoch
     hub: Any = None,  # counts epoch ends for escalation decay
+    epoch_fn: Callable[[list[ParallelEnvState], list[Any]], None] | None = None,  # default: run_epoch_lockstep
 ) -> list[EpisodeResult]:
     "Run one episode per env to its end, all envs in lockstep; the episode loop every trainer shares."
+    epoch_fn = epoch_fn or run_epoch_lockstep
     if len({e.episode.cfg.max_epochs for e in envs}) != 1:
         raise ValueError("envs in lockstep need the same max_epochs")
     for e in envs:
         e.start()
-    run_epoch_lockstep(envs, [None] * len(envs))
+    epoch_fn(envs, [None] * len(envs))
     while not envs[0].episode.done:
         if hub is not None:
             hub.on_epoch_end()
-        run_epoch_lockstep(envs, decide(envs))
+        epoch_fn(envs, decide(envs))
         if after_step is not None:
             after_step(envs)
     if hub is not None:
@@ -269,8 +272,16 @@ def ppo_training_loop(
     workers: int = 0,
     backend: str = "process",
     ray_address: str | None = None,
+    population: bool = False,
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "The PPO training loop behind `train_ppo_vectorized` and `train_ppo` (see their docs)."
+    if population and (not parallel or workers):
+        raise ValueError(
+            "population trains a batch's envs together in this process: it needs the vectorized "
+            "trainer without workers (workers=0)"
+        )
+    if population and len({str(d) for d in (devices or [device])}) != 1:
+        raise ValueError(f"population trains on one device (got devices={devices})")
     if not isinstance(workers, int) or workers < 0:
         raise ValueError(f"workers must be an integer >= 0 (got {workers!r})")
     if workers and not parallel:
@@ -387,7 +398,8 @@ def ppo_training_loop(
                     step_offset=b * max_epochs,
                 )
                 if parallel:
-                    results = run_lockstep(envs, rollout.decide, rollout.record, hub)
+                    epoch_fn = run_epoch_population if population else run_epoch_lockstep
+                    results = run_lockstep(envs, rollout.decide, rollout.record, hub, epoch_fn)
                 else:
                     results = [run_lockstep([e], rollout.decide, rollout.record, hub)[0] for e in envs]
             for e, r in zip(envs, results):
@@ -463,6 +475,7 @@ def train_ppo_vectorized(
     workers: int = 0,  # worker processes that step the envs (0: all here); see `esper.simic.workers`
     backend: str = "process",  # "process" (this machine) or "ray" (Ray actors; `pip install 'esper[ray]'`)
     ray_address: str | None = None,  # Ray cluster address with backend="ray" (None: a local Ray instance)
+    population: bool = False,  # train a batch's same-architecture envs as one vmapped model (`simic.population`)
     **hparams,  # `TrainingConfig` fields: lr, clip_ratio, gamma, entropy_coef, recurrent, ...
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "Train PPO-Tamiyo over `n_envs` host-training runs in lockstep; returns the agent and the per-batch history."
@@ -495,4 +508,5 @@ def train_ppo_vectorized(
         workers=workers,
         backend=backend,
         ray_address=ray_address,
+        population=population,
     )

@@ -1,0 +1,124 @@
+"""Host-training samples per second of the PPO trainer: envs stepped one by one (lockstep) vs trained as a population.
+
+Each measurement is one call of `train_ppo_vectorized` with K envs: K whole episodes (the `make run` episode setting
+by default: 15 epochs x 30 batches of 64) and one PPO update, the full lifecycle included (the policy germinates,
+advances, prunes as it likes). Samples are the training samples of every env's epochs; time is the whole call.
+The two paths alternate, --repeats times each, and the best of each is kept (the machine may be busy).
+
+    OMP_NUM_THREADS=1 python bench/bench_population.py                       # CPU: 8 envs
+    python bench/bench_population.py --device cuda --envs 8 64 256          # a GPU box
+
+Prints one row per K with the device name, and writes --out (JSON) when given. With --group-sizes it first
+measures what one stacked step costs against the env-by-env step, per group size (every env holding one incubating
+`conv_heavy` seed, so all share one architecture): the figures behind `MIN_GROUP` in `esper.simic.population`.
+"""
+import argparse
+import platform
+import sys
+import time
+from functools import partial
+
+import torch
+
+from esper.cli import OneLineParser, nonneg_int, positive_int
+from esper.leyline.files import write_json_atomic
+from esper.simic.vectorized import train_ppo_vectorized
+from esper.tamiyo.episode import EpisodeConfig
+from esper.tolaria import resolve_device
+
+
+def device_name(device: torch.device) -> str:
+    "The GPU's name, or the CPU's architecture and the torch threads in use."
+    if device.type == "cuda": return torch.cuda.get_device_name(device)
+    return f"CPU ({platform.machine()}, {torch.get_num_threads()} torch threads)"
+
+
+def measure(k: int, population: bool, args: argparse.Namespace, device: str) -> dict:
+    "One trainer call with `k` envs; its training samples per second."
+    config = EpisodeConfig(max_batches=args.max_batches or None)
+    if device.startswith("cuda"): torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    _, history = train_ppo_vectorized(n_episodes=k, n_envs=k, max_epochs=args.max_epochs, device=device,
+                                      episode_config=config, population=population, seed=args.seed)
+    if device.startswith("cuda"): torch.cuda.synchronize()
+    seconds = time.perf_counter() - t0
+    samples = k * args.max_epochs * args.batch_samples
+    return {"envs": k, "population": population, "seconds": seconds, "samples_per_s": samples / seconds,
+            "avg_accuracy": history[-1]["avg_accuracy"]}
+
+
+def group_cost(g: int, device: str, epochs: int = 2, batches: int = 30) -> dict:
+    "Milliseconds per env and batch (validation included) for a group of `g` same-architecture envs, both paths."
+    from esper.simic.parallel_env_state import ParallelEnvState, task_with_shuffle
+    from esper.simic.population import run_epoch_population
+    from esper.simic.vectorized import run_epoch_lockstep
+    from esper.tamiyo.episode import Episode
+    best = {}
+    for name, fn in (("lockstep", run_epoch_lockstep), ("population", run_epoch_population)) * 2:
+        config = EpisodeConfig(max_epochs=epochs + 2, max_batches=batches)
+        envs = [ParallelEnvState(i, 100 + i, Episode(task_with_shuffle("mnist1d", 100 + i), config, env_id=i, device=device),
+                                 torch.device(device)) for i in range(g)]
+        for e in envs:
+            e.start()
+            e.episode.model.germinate("block1", "conv_heavy")
+        step = partial(fn, min_group=1) if name == "population" else fn  # stacked even as a group of one
+        step(envs, [None] * g)  # warm-up epoch (the seed starts incubating)
+        t0 = time.perf_counter()
+        for _ in range(epochs): step(envs, [None] * g)
+        if device.startswith("cuda"): torch.cuda.synchronize()
+        ms = (time.perf_counter() - t0) * 1000 / (epochs * batches * g)
+        best[name] = min(best.get(name, ms), ms)
+    return {"group": g, **best, "stacked_over_plain": best["population"] / best["lockstep"]}
+
+
+def main(argv: list[str]|None=None) -> None:
+    ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="bench_population.py")
+    ap.add_argument("--envs", type=positive_int, nargs="+", default=[8], help="env counts K (default: 8)")
+    ap.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: auto)")
+    ap.add_argument("--max-epochs", type=positive_int, default=15, help="epochs per episode (default: 15)")
+    ap.add_argument("--max-batches", type=nonneg_int, default=30, help="batches per epoch, 0 = all (default: 30)")
+    ap.add_argument("--repeats", type=positive_int, default=2, help="measurements per path and K (default: 2)")
+    ap.add_argument("--seed", type=nonneg_int, default=0, help="trainer seed (default: 0)")
+    ap.add_argument("--group-sizes", type=positive_int, nargs="*", default=[],
+                    help="first measure the stacked step against the plain one for these group sizes (default: none)")
+    ap.add_argument("--out", default=None, help="JSON file for the results (default: none)")
+    args = ap.parse_args(argv)
+    if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 (got {args.max_epochs})")
+    try:
+        device = resolve_device(args.device)
+    except (ValueError, RuntimeError) as e:
+        ap.error(f"--device: {e}")
+    from esper.tasks import get_task
+    task = get_task("mnist1d")
+    n_batches = -(-task.n_train // 64)  # batches of 64 in an epoch, the last one short
+    capped = args.max_batches and args.max_batches < n_batches
+    args.batch_samples = 64 * args.max_batches if capped else task.n_train  # training samples per epoch
+    name = device_name(device)
+    print(f"device: {name}; {args.max_epochs} epochs x {args.max_batches or 'all'} batches per episode", flush=True)
+    groups = []
+    if args.group_sizes:
+        print(f"{'group':>5s} {'env by env ms':>14s} {'stacked ms':>11s} {'stacked / plain':>16s}  (per env and batch)")
+    for g in args.group_sizes:
+        r = group_cost(g, str(device))
+        print(f"{g:5d} {r['lockstep']:14.2f} {r['population']:11.2f} {r['stacked_over_plain']:15.2f}x", flush=True)
+        groups.append(r)
+    print(f"{'envs':>5s} {'lockstep samples/s':>19s} {'population samples/s':>21s} {'ratio':>6s}", flush=True)
+    rows = []
+    for k in args.envs:
+        best = {False: None, True: None}
+        for _ in range(args.repeats):
+            for population in (False, True):
+                r = measure(k, population, args, str(device))
+                if best[population] is None or r["samples_per_s"] > best[population]["samples_per_s"]:
+                    best[population] = r
+        ratio = best[True]["samples_per_s"] / best[False]["samples_per_s"]
+        print(f"{k:5d} {best[False]['samples_per_s']:19,.0f} {best[True]['samples_per_s']:21,.0f} {ratio:5.2f}x",
+              flush=True)
+        rows.append({"envs": k, "lockstep": best[False], "population": best[True], "ratio": ratio})
+    if args.out:
+        write_json_atomic(args.out, {"device": name, "torch": torch.__version__, "argv": sys.argv[1:] if argv is None else argv, "rows": rows, "groups": groups,
+                                     "max_epochs": args.max_epochs, "max_batches": args.max_batches})
+
+
+if __name__ == "__main__":
+    main()
