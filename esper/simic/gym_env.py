@@ -18,9 +18,10 @@ from ..leyline import HEAD_NAMES, LifecycleOp
 from ..tamiyo.episode import Episode, EpisodeConfig
 from ..tamiyo.signals import TamiyoAction
 from .env import state_dim, action_dim, obs_to_state, action_masks, decode_action, step_reward
+from .env import check_states
 from .rewards import RewardConfig
 from .vectorized import n_slots_of
-from .parallel_env_state import task_with_shuffle
+from .parallel_env_state import task_with_shuffle, check_reward_terms
 
 # %% ../../nbs/simic/28_gym_env.ipynb #6664260e
 def _flat_mask(masks: dict[str, torch.Tensor]) -> np.ndarray:
@@ -94,7 +95,9 @@ class GrowthEnv(gymnasium.Env):
         legal = _is_legal(action_masks(self._obs, factored=True), heads)
         todo = decode_action(heads, self._obs, factored=True) if legal else TamiyoAction.wait("illegal action")
         self._obs, rec = ep.step(todo)
-        terms = step_reward(ep, self.reward_config, self.rollback_penalty)
+        terms = check_reward_terms(
+            step_reward(ep, self.reward_config, self.rollback_penalty), 0, self.run_seed, ep.epoch
+        )
         info = {f"reward/{k}": float(v) for k, v in terms.items()}
         info |= {
             "action_legal": legal,
@@ -115,7 +118,10 @@ class GrowthEnv(gymnasium.Env):
         return _flat_mask(action_masks(self._obs, factored=True))
 
     def _state(self) -> np.ndarray:
-        return obs_to_state(self._obs).numpy()
+        "The Box observation; a NaN or Inf in it is a `ValueError` naming the run seed, the epoch and the features."
+        raw = obs_to_state(self._obs)
+        check_states(raw[None], [self._obs], [f"GrowthEnv (run seed {self.run_seed})"])
+        return raw.numpy()
 
 
 if "esper/Growth-v0" not in gymnasium.registry:
