@@ -61,7 +61,7 @@ def update_recurrent(
     n_epochs: int | None = None,  # default 1; > 2 warns, > 4 is capped
 ) -> dict:
     "PPO update of a recurrent agent over whole episode pieces."
-    from esper.simic.ppo import UpdateStats, ppo_loss, value_diagnostics
+    from esper.simic.ppo import UpdateStats, normalize_advantages, ppo_objective, value_diagnostics
 
     n_epochs = recurrent_epochs(n_epochs)
     if not agent.recurrent:
@@ -77,8 +77,8 @@ def update_recurrent(
     seq_states = b["states"][idx.to(dev)]  # [P, L, D]
     N, P = len(advantages), idx.shape[0]
     n_minibatches = max(1, min(P, N // agent.batch_size))
-    stats, epochs_run, debug = UpdateStats(), 0, agent._debug()
-    for epoch in range(n_epochs):
+    stats, epochs_run = UpdateStats(agent.clip_ratio, agent._debug()), 0
+    for _ in range(n_epochs):
         for chunk in torch.randperm(P).chunk(n_minibatches):
             pos = valid[chunk].reshape(-1).nonzero().squeeze(1)  # real steps, found on the host
             flat = idx[chunk].reshape(-1)[pos].to(dev)  # their rows in the flat rollout
@@ -88,30 +88,23 @@ def update_recurrent(
             masks = None if b["masks"] is None else {k: m[flat] for k, m in b["masks"].items()}
             actions = {k: a[flat] for k, a in b["actions"].items()}
             new_log_probs, head_entropies = evaluate_heads(logits, actions, masks)
-            out = ppo_loss(
-                new_log_probs,
-                b["log_probs"][flat],
-                advantages=advantages[flat],
-                returns=returns[flat],
-                new_values=new_values.reshape(-1)[pos],
-                old_values=b["values"][flat],
-                head_entropies=head_entropies,
-                entropy_coefs=agent._entropy_coefs(masks, len(flat)),
+            logratio = new_log_probs - b["log_probs"][flat]
+            terms = ppo_objective(
+                logratio,
+                -normalize_advantages(advantages[flat]),  # minibatches differ in size: normalised one by one
+                returns[flat],
+                new_values.reshape(-1)[pos],
+                b["values"][flat],
+                head_entropies,
+                agent._entropy_coefs(masks, len(flat)),
                 clip_ratio=agent.clip_ratio,
                 clip_value=agent.clip_value,
                 value_coef=agent.value_coef,
             )
-            grad_norm, stepped = agent._optimizer_step(out["loss"])
-            stats.add(
-                out,
-                grad_norm=grad_norm,
-                stepped=stepped,
-                epoch=epoch,
-                debug=debug,
-                logratio=new_log_probs - b["log_probs"][flat],
-            )
+            grad_norm, stepped = agent._optimizer_step(terms[0])
+            stats.add(terms, logratio, head_entropies, grad_norm, stepped)
         epochs_run += 1
-        if stats.end_epoch(epoch, agent.target_kl):
+        if stats.end_epoch(agent.target_kl):
             break
     return agent._finish(
         metrics, stats, epochs_run=epochs_run, planned=n_epochs, n=N, values=b["values"], returns=returns
