@@ -8,7 +8,9 @@ The two paths alternate, --repeats times each, and the best of each is kept (the
     OMP_NUM_THREADS=1 python bench/bench_population.py                       # CPU: 8 envs
     python bench/bench_population.py --device cuda --envs 8 64 256          # a GPU box
 
-Prints one row per K with the device name, and writes --out (JSON) when given. With --group-sizes it first
+Prints one row per K with the device name, and writes --out (JSON) when given. With --count-ops it first counts
+the ATen operators each path dispatches, views left out (on a GPU about one kernel launch each, which is what tiny hosts are bound
+by), so the work a GPU would see can be compared on any machine. With --group-sizes it first
 measures what one stacked step costs against the env-by-env step, per group size (every env holding one incubating
 `conv_heavy` seed, so all share one architecture): the figures behind `MIN_GROUP` in `esper.simic.population`.
 """
@@ -19,6 +21,7 @@ import time
 from functools import partial
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from esper.cli import OneLineParser, nonneg_int, positive_int
 from esper.leyline.files import write_json_atomic
@@ -71,6 +74,43 @@ def group_cost(g: int, device: str, epochs: int = 2, batches: int = 30) -> dict:
     return {"group": g, **best, "stacked_over_plain": best["population"] / best["lockstep"]}
 
 
+class OpCounter(TorchDispatchMode):
+    "Counts the ATen operators dispatched in its block that compute (views left out): on a GPU, about one launch each."
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.n += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
+def op_counts(k: int, device: str) -> dict:
+    "ATen ops per env and training batch, and per env at the end of an epoch, for `k` envs of one architecture."
+    from esper.simic.parallel_env_state import ParallelEnvState, task_with_shuffle
+    from esper.simic.population import run_epoch_population
+    from esper.simic.vectorized import run_epoch_lockstep
+    from esper.tamiyo.episode import Episode
+    out = {"envs": k}
+    for name, fn in (("lockstep", run_epoch_lockstep), ("population", partial(run_epoch_population, min_group=1))):
+        counts = {}
+        for batches in (2, 6):
+            config = EpisodeConfig(max_epochs=4, max_batches=batches)
+            envs = [ParallelEnvState(i, 100 + i, Episode(task_with_shuffle("mnist1d", 100 + i), config, env_id=i,
+                                                         device=device), torch.device(device)) for i in range(k)]
+            for e in envs:
+                e.start()
+                e.episode.model.germinate("block1", "conv_heavy")
+            fn(envs, [None] * k)  # the seed starts incubating
+            with OpCounter() as c:
+                fn(envs, [None] * k)
+            counts[batches] = c.n / k
+        per_batch = (counts[6] - counts[2]) / 4
+        out[name] = {"per_env_batch": per_batch, "per_env_epoch_end": counts[2] - 2 * per_batch}
+    return out
+
+
 def main(argv: list[str]|None=None) -> None:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="bench_population.py")
     ap.add_argument("--envs", type=positive_int, nargs="+", default=[8], help="env counts K (default: 8)")
@@ -81,6 +121,9 @@ def main(argv: list[str]|None=None) -> None:
     ap.add_argument("--seed", type=nonneg_int, default=0, help="trainer seed (default: 0)")
     ap.add_argument("--group-sizes", type=positive_int, nargs="*", default=[],
                     help="first measure the stacked step against the plain one for these group sizes (default: none)")
+    ap.add_argument("--count-ops", type=positive_int, nargs="*", default=[], metavar="K",
+                    help="count the ATen ops (about one GPU kernel launch each) per env and batch, and per env at "
+                         "the end of an epoch, for K envs of one architecture, both paths (default: none)")
     ap.add_argument("--out", default=None, help="JSON file for the results (default: none)")
     args = ap.parse_args(argv)
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 (got {args.max_epochs})")
@@ -95,6 +138,15 @@ def main(argv: list[str]|None=None) -> None:
     args.batch_samples = 64 * args.max_batches if capped else task.n_train  # training samples per epoch
     name = device_name(device)
     print(f"device: {name}; {args.max_epochs} epochs x {args.max_batches or 'all'} batches per episode", flush=True)
+    ops = []
+    if args.count_ops:
+        print(f"{'envs':>5s} {'ops per env-batch: env by env':>30s} {'stacked':>8s} {'per env at epoch end: env by env':>33s}"
+              f" {'stacked':>8s}")
+    for k in args.count_ops:
+        r = op_counts(k, str(device))
+        print(f"{k:5d} {r['lockstep']['per_env_batch']:30.1f} {r['population']['per_env_batch']:8.1f} "
+              f"{r['lockstep']['per_env_epoch_end']:33.1f} {r['population']['per_env_epoch_end']:8.1f}", flush=True)
+        ops.append(r)
     groups = []
     if args.group_sizes:
         print(f"{'group':>5s} {'env by env ms':>14s} {'stacked ms':>11s} {'stacked / plain':>16s}  (per env and batch)")
@@ -116,7 +168,7 @@ def main(argv: list[str]|None=None) -> None:
               flush=True)
         rows.append({"envs": k, "lockstep": best[False], "population": best[True], "ratio": ratio})
     if args.out:
-        write_json_atomic(args.out, {"device": name, "torch": torch.__version__, "argv": sys.argv[1:] if argv is None else argv, "rows": rows, "groups": groups,
+        write_json_atomic(args.out, {"device": name, "torch": torch.__version__, "argv": sys.argv[1:] if argv is None else argv, "rows": rows, "groups": groups, "ops": ops,
                                      "max_epochs": args.max_epochs, "max_batches": args.max_batches})
 
 

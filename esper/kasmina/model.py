@@ -266,6 +266,7 @@ class MorphogeneticModel(nn.Module):
         device: torch.device | str = "cpu",  # where the batches go
         record: bool = True,  # store the result in the seed's metrics
         with_seed: float | None = None,  # accuracy with the seed if already measured this epoch (saves a pass)
+        without: float | None = None,  # accuracy with the seed removed, if already measured (e.g. by a population)
     ) -> float:
         "Validation accuracy with the seed minus with the slot's alpha forced to 0, in points; state untouched."
         s = self.slot(slot)
@@ -278,8 +279,9 @@ class MorphogeneticModel(nn.Module):
             raise ValueError(f"slot {slot} has no active seed to measure (stage {s.stage.name})")
         if with_seed is None:
             with_seed = validate(self, loader, device)["accuracy"]
-        with s.force_alpha(0.0):
-            without = validate(self, loader, device)["accuracy"]
+        if without is None:
+            with s.force_alpha(0.0):
+                without = validate(self, loader, device)["accuracy"]
         contribution = with_seed - without
         if record:
             s.state.metrics.contribution, s.state.metrics.contribution_epoch = contribution, self.epoch

@@ -328,29 +328,49 @@ class Episode:
 
     def end_epoch(self) -> dict[str, Any]:
         "Finish the epoch: governor, validation, seed bookkeeping and telemetry, signals; returns the next observation."
+        self.finish_training()
+        with self._ctx():
+            va = self.runner.validate(self.task.val_loader)
+        self.record_validation(va)
+        return self.finish_epoch()
+
+    # `end_epoch` in three phases, so that a trainer can run the validation passes of many episodes at once
+    def finish_training(self) -> None:
+        "First phase of `end_epoch`: the epoch's training loss and accuracy, then the governor (and its rollback)."
         if not self._in_epoch:
             raise RuntimeError("end_epoch called without begin_epoch")
         if self._n == 0:
             raise ValueError("the epoch trained no batch (empty loader or max_batches=0)")
         self._in_epoch = False
-        m, c, action, result = self.model, self.cfg, self._action, self._result
         with self._ctx():
             if self.stream is not None:
                 self.stream.synchronize()  # accumulators are complete before they are read
-            tr = {
+            self._tr = {
                 "loss": self._loss_sum.item() / self._n,
                 "accuracy": 100.0 * self._correct.item() / self._n,
                 "seconds": time.perf_counter() - self._t_epoch,
             }
             self.global_step += self.grads.batches
-            rollback = None
-            if self.governor is not None and self.governor.end_epoch(tr["loss"], self.epoch).panic:
-                rollback = self.governor.rollback(f"train loss {tr['loss']:.4g}", self.epoch)
-            va = self.runner.validate(self.task.val_loader)
+            self._rollback = None
+            if self.governor is not None and self.governor.end_epoch(self._tr["loss"], self.epoch).panic:
+                self._rollback = self.governor.rollback(f"train loss {self._tr['loss']:.4g}", self.epoch)
+        self._validated = False
+
+    def record_validation(
+        self,
+        va: Any,  # the model's validation metrics after `finish_training` (`EpochMetrics` or a dict with the keys)
+    ) -> list[str]:
+        "Second phase: the seeds' epoch bookkeeping and telemetry; returns the slots whose contribution is measured."
+        if self._in_epoch or getattr(self, "_validated", None) is not False:
+            raise RuntimeError("record_validation belongs between finish_training and finish_epoch")
+        m, c = self.model, self.cfg
+        self._va, self._validated = va, True
+        with self._ctx():
             m.step_epoch(self.epoch, va["accuracy"])
-            stats = self.grads.results() if rollback is None else {}
+            stats = self.grads.results() if self._rollback is None else {}
             self.host_grad_norm = stats.get("host", {}).get("gradient_norm", 0.0)
             cf_stages = {SeedStage[s] for s in c.counterfactual_stages}
+            self._cf_slots = []
             for slot, st in m.seed_states().items():
                 if st.stage not in LIVE_STAGES and st.stage != SeedStage.FOSSILIZED:
                     continue
@@ -366,7 +386,23 @@ class Episode:
                     c.max_epochs,
                 )
                 if st.stage in cf_stages:
-                    m.counterfactual(slot, self.task.val_loader, self.device, with_seed=va["accuracy"])
+                    self._cf_slots.append(slot)
+        return list(self._cf_slots)
+
+    def finish_epoch(
+        self,
+        without: dict[str, float] | None = None,  # slot -> accuracy with its seed removed, if measured elsewhere
+    ) -> dict[str, Any]:
+        "Last phase: counterfactual contributions (measured here unless given), signals, the record; the observation."
+        if not getattr(self, "_validated", False):
+            raise RuntimeError("finish_epoch needs record_validation first")
+        self._validated = None
+        m, c, action, result = self.model, self.cfg, self._action, self._result
+        tr, va, rollback = self._tr, self._va, self._rollback
+        with self._ctx():
+            for slot in self._cf_slots:
+                w = None if without is None else without.get(slot)
+                m.counterfactual(slot, self.task.val_loader, self.device, with_seed=va["accuracy"], without=w)
         train_loss = tr["loss"] if rollback is None else va["loss"]  # a rolled-back epoch's loss may be NaN
         self.tracker.update(self.epoch, train_loss, tr["accuracy"], va["loss"], va["accuracy"], self.global_step)
         self.done = self.epoch >= c.max_epochs
