@@ -256,8 +256,8 @@ def end_epochs(
 
 # %% ../../nbs/simic/31_population.ipynb #157a7231
 #: Smallest group trained as one stacked model, per device type; smaller groups step env by env.
-#: On a CPU (one torch thread, the impaired MNIST-1D host with one seed) a stacked step costs 1.5x the
-#: plain one for a group of one, 1.0x for two, and pays off from three (0.86x) to eight (0.61x); see below.
+#: On a CPU (one torch thread, the impaired MNIST-1D host with one seed) a stacked step costs 1.8x the
+#: plain one for a group of one, breaks even at two, and pays off from three (0.85x) to eight (0.70x); see below.
 #: The CUDA value is not measured yet: there a plain step is one kernel launch per layer and host, so
 #: stacking should pay off as soon as two models share an architecture.
 MIN_GROUP = {"cpu": 3, "cuda": 2}
