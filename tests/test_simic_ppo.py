@@ -199,11 +199,12 @@ def test_ppo_agent_weight_decay_critic_only():
     assert critic_wd > 0.0, f"Critic weight_decay should be >0, got {critic_wd}"
 
 
-def test_optimizer_is_foreach_on_cpu_with_adam_eps():
+def test_optimizer_on_cpu_steps_one_flat_tensor_per_group_with_adam_eps():
     from esper.simic.ppo import PPOAgent
     agent = PPOAgent(state_dim=4, action_dim=2, device="cpu")
     g = agent.optimizer.param_groups[0]
-    assert g["foreach"] is True and not g.get("fused") and g["eps"] == 1e-5
+    assert g["foreach"] is False and not g.get("fused") and g["eps"] == 1e-5
+    assert all(len(group["params"]) == 1 for group in agent.optimizer.param_groups)  # nothing for foreach to batch
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -259,8 +259,8 @@ def entropy_schedule(self: PPOAgent) -> EntropySchedule:
 # %% ../../nbs/simic/08_ppo.ipynb #1b820a05
 @patch
 def _make_optimizer(self: PPOAgent) -> torch.optim.Optimizer:
-    "Adam (eps 1e-5); AdamW with decay on the critic only when `weight_decay > 0`. Fused on CUDA, foreach on CPU."
-    kw = {"lr": self.lr, "eps": 1e-5, **({"fused": True} if self.device.type == "cuda" else {"foreach": True})}
+    "Adam (eps 1e-5); AdamW with decay on the critic only when `weight_decay > 0`. Fused on CUDA."
+    kw = {"lr": self.lr, "eps": 1e-5}
     decay = self.weight_decay > 0
     groups = self.network.parameter_groups() if decay else {"all": list(self.network.parameters())}
     options = {
@@ -274,6 +274,10 @@ def _make_optimizer(self: PPOAgent) -> torch.optim.Optimizer:
     else:  # one flat buffer per group: an optimizer step is a few kernels, not a few per tensor
         self._flat = FlatParams(self.network, groups)
         param_groups = self._flat.param_groups(**options)
+    if self.device.type == "cuda":
+        kw["fused"] = True
+    else:  # a flat group is one tensor: foreach has nothing to batch, the single-tensor kernel skips its list work
+        kw["foreach"] = self._flat is None
     return (torch.optim.AdamW if decay else torch.optim.Adam)(param_groups, **kw)
 
 # %% ../../nbs/simic/08_ppo.ipynb #8714bf66
@@ -654,7 +658,7 @@ def _optimizer_step(self: PPOAgent, loss: torch.Tensor) -> tuple[torch.Tensor, t
             self.optimizer.step()
         finally:
             del self.optimizer.found_inf
-    elif bool(ok):  # foreach (CPU): the flag is host memory, reading it is no device sync
+    elif bool(ok):  # CPU: the flag is host memory, reading it is no device sync
         self.optimizer.step()
     return norm, ok
 
