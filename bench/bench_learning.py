@@ -50,9 +50,10 @@ PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_a
 #: What each preset trains and evaluates on; max_batches None = every batch of the epoch.
 PRESETS = {
     "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
-              "lr_schedule": "constant"},
+              "lr_schedule": "constant", "param_budget": None},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
-             "lr_schedule": "cosine"},                                             # rates decayed to 0 by the end
+             "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
+             "param_budget": 2500},                                                # the target's 2,500 parameters
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
@@ -89,6 +90,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="worker processes, one torch thread each (default: os.cpu_count())")
     a("--lr-schedule", choices=LR_SCHEDULES, default=None,
       help="host and seed learning rates over an episode (short: constant, full: cosine)")
+    a("--param-budget", type=nonneg_int, default=None,
+      help="most parameters in all, host and seeds, for every controller: a germination past it is refused and "
+           "masked; 0 = none (short: none, full: 2500)")
     a("--rent-weight", type=float, default=None,
       help="PPO's reward: parameter rent per host-size of seed parameters (default: RewardConfig's, 0.05); "
            "a study flag: the table then says it")
@@ -116,7 +120,7 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         if given is None:
             setattr(args, key, value)
             continue
-        if key == "max_batches" and given == 0: given = None  # 0 = every batch
+        if key in ("max_batches", "param_budget") and given == 0: given = None  # 0 = every batch, no budget
         setattr(args, key, given)
         if given != value: args.overrides[key] = given
     if args.rent_weight is not None and not args.rent_weight >= 0:
@@ -163,7 +167,7 @@ def schedule_name(spec: str) -> str:
 def episode_config(setup: dict[str, Any]) -> EpisodeConfig:
     "How every evaluation episode trains: the same epochs and batches as the training episodes."
     return EpisodeConfig(max_epochs=setup["max_epochs"], max_batches=setup["max_batches"],
-                         lr_schedule=setup["lr_schedule"])
+                         lr_schedule=setup["lr_schedule"], param_budget=setup["param_budget"])
 
 
 def play(controller: Any, task_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
@@ -226,7 +230,8 @@ def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
         seed=train_seed,
         save_path=str(checkpoint),
         resume=str(checkpoint) if resume else None,
-        episode_config=EpisodeConfig(max_batches=setup["max_batches"], lr_schedule=setup["lr_schedule"]),
+        episode_config=EpisodeConfig(max_batches=setup["max_batches"], lr_schedule=setup["lr_schedule"],
+                                     param_budget=setup["param_budget"]),
         on_update=probe,
         workers=setup["env_workers"],
         reward_config=None if setup["rent_weight"] is None else RewardConfig(rent_weight=setup["rent_weight"]),
@@ -468,7 +473,7 @@ def main(argv: list[str]|None=None) -> int:
     matplotlib.use("Agg")
     started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
     setup = {"out": str(args.out), "episodes": args.episodes, "n_envs": args.n_envs, "max_epochs": args.max_epochs,
-             "max_batches": args.max_batches, "lr_schedule": args.lr_schedule,
+             "max_batches": args.max_batches, "lr_schedule": args.lr_schedule, "param_budget": args.param_budget,
              "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
              "ppo": dict(PPO_SETTINGS), "env_workers": args.env_workers, "resume": args.resume,
              "rent_weight": args.rent_weight}
@@ -478,7 +483,8 @@ def main(argv: list[str]|None=None) -> int:
               "torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
               "platform": platform.platform(), "started": started, "argv": sys.argv[1:] if argv is None else argv}
     batches = "every batch" if args.max_batches is None else f"{args.max_batches} batches"
-    title = (f"{TASK}, {args.max_epochs} epochs x {batches}, {args.lr_schedule} learning rates, "
+    budget = "" if args.param_budget is None else f"at most {args.param_budget:,} parameters, "
+    title = (f"{TASK}, {args.max_epochs} epochs x {batches}, {args.lr_schedule} learning rates, {budget}"
              f"{args.episodes} PPO episodes x {len(args.train_seeds)} seeds, eval seeds {args.eval_seeds}")
     print(f"learning benchmark, preset {args.preset}: {title}; {args.workers} workers -> {args.out}", flush=True)
 

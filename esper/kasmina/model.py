@@ -6,6 +6,7 @@
 __all__ = ['MorphogeneticModel']
 
 # %% ../../nbs/kasmina/02_model.ipynb #d3158249
+import functools
 import itertools
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -38,6 +39,12 @@ _NEXT = {
 _seed_counter = itertools.count(1)
 
 
+@functools.cache
+def _blueprint_cost(blueprint: str, family: str, channels: int) -> int:
+    "Parameters a seed of `blueprint` adds at `channels` channels (built once per combination)."
+    return get_blueprint(blueprint, family).param_count(channels)
+
+
 class MorphogeneticModel(nn.Module):
     "A conv host with seed slots after its blocks and the lifecycle operations on them."
 
@@ -50,9 +57,12 @@ class MorphogeneticModel(nn.Module):
         embargo_epochs: int = DEFAULT_EMBARGO_EPOCHS,  # epochs a pruned slot stays unusable
         gates: GateConfig | None = None,  # gate thresholds
         hub: Any = None,  # optional telemetry hub: anything with .emit(TelemetryEvent)
-        env_id: int = 0,
-    ):  # environment id stamped on events
+        env_id: int = 0,  # environment id stamped on events
+        param_budget: int | None = None,  # most parameters in all (host and seeds); None: no limit
+    ):
         super().__init__()
+        if param_budget is not None and (not isinstance(param_budget, int) or param_budget < 1):
+            raise ValueError(f"param_budget must be a positive integer or None (got {param_budget!r})")
         for a in ("blocks", "block_names", "block_channels", "head"):
             if not hasattr(host, a):
                 raise TypeError(f"host must have .{a} (a ConvHost); got {type(host).__name__}")
@@ -73,6 +83,11 @@ class MorphogeneticModel(nn.Module):
         self.slot_ids: tuple[str, ...] = tuple(n for n in names if n in slots)
         self.gates = gates or GateConfig()
         self.hub, self.env_id = hub, env_id
+        self.param_budget = param_budget
+        if param_budget is not None and self.total_param_count() > param_budget:
+            raise ValueError(
+                f"param_budget {param_budget} is below the host's own {self.total_param_count()} parameters"
+            )
         self.epoch = 0
         self.lifecycle_log: list[dict[str, Any]] = []
 
@@ -111,6 +126,21 @@ class MorphogeneticModel(nn.Module):
         "Parameters added by seeds (live and fossilized)."
         return sum(p.numel() for p in self.get_seed_parameters())
 
+    def total_param_count(self) -> int:
+        "Parameters of the host and every seed it holds."
+        return sum(p.numel() for p in self.host.parameters()) + self.seed_param_count()
+
+    def affordable(
+        self,
+        slot: str,  # a slot of this model
+    ) -> list[bool]:
+        "Per blueprint (Leyline's `BLUEPRINTS` order): whether a seed of it in `slot` keeps the model within budget."
+        s = self.slot(slot)
+        if self.param_budget is None:
+            return [True] * len(BLUEPRINTS)
+        left = self.param_budget - self.total_param_count()
+        return [_blueprint_cost(b, self.family, s.channels) <= left for b in BLUEPRINTS]
+
     # ---- lifecycle ----------------------------------------------------------------------
     def _emit(self, kind: TelemetryEventType, slot: SeedSlot, state: SeedState, old: SeedStage | None, **extra) -> None:
         data = {
@@ -147,6 +177,13 @@ class MorphogeneticModel(nn.Module):
         if s.stage != SeedStage.DORMANT:
             raise IllegalTransitionError(f"cannot germinate in slot {slot}: it is {s.stage.name}, not DORMANT")
         spec = get_blueprint(blueprint, self.family)
+        if self.param_budget is not None:
+            total, cost = self.total_param_count(), _blueprint_cost(spec.name, self.family, s.channels)
+            if total + cost > self.param_budget:
+                raise IllegalTransitionError(
+                    f"cannot germinate {spec.name} in slot {slot}: {total:,} + {cost:,} parameters would pass "
+                    f"the budget of {self.param_budget:,}"
+                )
         device = next(self.host.parameters()).device
         seed = spec.build(s.channels).to(device)
         state = SeedState(f"{slot}-{spec.name}-{next(_seed_counter)}", spec.name, slot)

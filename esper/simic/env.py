@@ -63,7 +63,8 @@ def action_masks(
     "What the lifecycle allows now and its gates would let through, with no pruning on probation."
     gates = [bool(s.get("gate_open", True)) for s in obs["slots"].values()]
     young = [bool(s.get("probation", False)) for s in obs["slots"].values()]
-    return compute_action_mask(slot_stages(obs), factored=factored, gates_open=gates, probation=young)
+    fits = [s.get("affordable") for s in obs["slots"].values()]
+    return compute_action_mask(slot_stages(obs), factored=factored, gates_open=gates, probation=young, affordable=fits)
 
 
 def decode_action(

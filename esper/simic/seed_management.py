@@ -29,9 +29,9 @@ def resolve_target_slot(
 def germination_slot(
     obs: Mapping[str, Any],  # observation from `Episode.observation()`
 ) -> int | None:
-    "Index (in slot order) of the slot a flat germination goes to: the first DORMANT one (None when none is)."
+    "Index (in slot order) of the slot a flat germination goes to: the first DORMANT one where some seed fits."
     for i, s in enumerate(obs["slots"].values()):
-        if s["stage"] == SeedStage.DORMANT:
+        if s["stage"] == SeedStage.DORMANT and any(s.get("affordable") or [True]):
             return i
     return None
 
@@ -43,6 +43,7 @@ def obs_legal_ops(obs: Mapping[str, Any]) -> list[list[bool]]:
         [int(s["stage"]) for s in slots],
         gates_open=[bool(s.get("gate_open", True)) for s in slots],
         probation=[bool(s.get("probation", False)) for s in slots],
+        affordable=[s.get("affordable") for s in slots],
     )
 
 

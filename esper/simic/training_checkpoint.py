@@ -76,7 +76,7 @@ def load_training_checkpoint(
 
 #: Settings added to the trainer config after checkpoints were first written, with the value every run
 #: saved before them used: a checkpoint that lacks one ran with that value.
-ADDED_SETTINGS: dict[str, dict[str, Any]] = {"episode_config": {"lr_schedule": "constant"}}
+ADDED_SETTINGS: dict[str, dict[str, Any]] = {"episode_config": {"lr_schedule": "constant", "param_budget": None}}
 
 
 def check_resume_config(

@@ -86,6 +86,7 @@ class EpisodeConfig:
     counterfactual_stages: tuple[str, ...] = ("TRAINING", "BLENDING", "HOLDING")  # stages measured each epoch
     governor: bool = True  # watch the loss and roll back on blow-ups
     max_batches: int | None = None  # cap batches per epoch (tests)
+    param_budget: int | None = None  # most parameters in all, host and seeds: a germination past it is refused
 
     def __post_init__(self):
         if self.max_epochs < 1:
@@ -101,6 +102,10 @@ class EpisodeConfig:
             raise ValueError(f"counterfactual_stages must be SeedStage names (got {bad})")
         if self.slots is not None:
             self.slots = tuple(self.slots)
+        if self.param_budget is not None and (
+            isinstance(self.param_budget, bool) or not isinstance(self.param_budget, int) or self.param_budget < 1
+        ):
+            raise ValueError(f"param_budget must be a positive integer or None (got {self.param_budget!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +221,7 @@ class Episode:
             c.gates,
             hub=self.hub,
             env_id=self.env_id,
+            param_budget=c.param_budget,
         ).to(self.device)
         self.runner = EpochRunner(
             self.model,
@@ -465,6 +471,7 @@ class Episode:
                         else 0,
                         "contribution": (m.slot(s).state.metrics.contribution or 0.0) if m.slot(s).state else 0.0,
                         "germinated_epoch": m.slot(s).state.metrics.germinated_epoch if m.slot(s).state else None,
+                        "affordable": m.affordable(s),
                         "telemetry": m.slot(s).state.telemetry.to_features()
                         if m.slot(s).seed is not None
                         else [0.0] * 10,

@@ -123,6 +123,8 @@ def legal_ops(
     gates_open: Sequence[bool] | None = None,  # per slot: would ADVANCE/FOSSILIZE pass its gate now (None: don't check)
     probation: Sequence[bool]
     | None = None,  # per slot: the seed is too young to judge, so PRUNE is masked (None: never)
+    affordable: Sequence[Sequence[bool] | None]
+    | None = None,  # per slot, per blueprint: fits the parameter budget (None: no budget)
 ) -> list[list[bool]]:
     "Per slot, whether each `LifecycleOp` is legal now: its stage allows it, its gate would pass, it may be judged."
     stages = _slot_stages(state)
@@ -141,6 +143,12 @@ def legal_ops(
         for ok, young in zip(per_slot, probation):
             if young:
                 ok[LifecycleOp.PRUNE] = False
+    if affordable is not None:
+        if len(affordable) != len(stages):
+            raise ValueError(f"affordable must have one entry per slot ({len(stages)}; got {len(affordable)})")
+        for ok, fits in zip(per_slot, affordable):
+            if fits is not None and not any(fits):  # no seed fits the budget here
+                ok[LifecycleOp.GERMINATE] = False
     return per_slot
 
 
@@ -151,15 +159,22 @@ def compute_action_mask(
     gates_open: Sequence[bool] | None = None,  # per slot: would ADVANCE/FOSSILIZE pass its gate now (None: don't check)
     probation: Sequence[bool]
     | None = None,  # per slot: the seed is too young to judge, so PRUNE is masked (None: never)
+    affordable: Sequence[Sequence[bool] | None]
+    | None = None,  # per slot, per blueprint: fits the parameter budget (None: no budget)
 ) -> torch.Tensor | dict[str, torch.Tensor]:
     "Boolean mask(s) of the actions the lifecycle allows (and, with `gates_open`, that its gates would let through)."
-    per_slot = legal_ops(state, gates_open, probation)  # one row per slot
+    per_slot = legal_ops(state, gates_open, probation, affordable)  # one row per slot
+    germinable = [i for i, ok in enumerate(per_slot) if ok[LifecycleOp.GERMINATE]]
+    fits = [True] * len(BLUEPRINTS)
+    if affordable is not None and germinable:  # the blueprints that fit where a germination would go
+        slots = germinable[:1] if not factored else germinable
+        fits = [any((affordable[s] or [True] * len(BLUEPRINTS))[b] for s in slots) for b in range(len(BLUEPRINTS))]
     if not factored:
         ok = [any(s[op] for s in per_slot) for op in LifecycleOp]  # the flat action goes to a slot that allows it
         mask = [False] * N_FLAT_ACTIONS
         mask[FlatAction.WAIT] = True
         for i in range(len(BLUEPRINTS)):
-            mask[FlatAction.GERMINATE_NORM + i] = ok[LifecycleOp.GERMINATE]
+            mask[FlatAction.GERMINATE_NORM + i] = ok[LifecycleOp.GERMINATE] and fits[i]
         mask[FlatAction.ADVANCE], mask[FlatAction.FOSSILIZE], mask[FlatAction.PRUNE] = (
             ok[LifecycleOp.ADVANCE],
             ok[LifecycleOp.FOSSILIZE],
@@ -173,7 +188,7 @@ def compute_action_mask(
         slot = [True] * len(per_slot)
     return {
         "slot": torch.tensor(slot, device=device),
-        "blueprint": torch.ones(sizes["blueprint"], dtype=torch.bool, device=device),
+        "blueprint": torch.tensor(fits, dtype=torch.bool, device=device),
         "blend": torch.ones(sizes["blend"], dtype=torch.bool, device=device),
         "op": torch.tensor(op, device=device),
         "op|slot": torch.tensor(per_slot, dtype=torch.bool, device=device),
