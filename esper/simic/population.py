@@ -25,8 +25,8 @@ from ..tamiyo.episode import Episode
 def architecture_key(
     model: Any,  # a MorphogeneticModel
 ) -> tuple:
-    "Per slot: the seed's blueprint and whether it incubates, blends (with its alpha) or has joined; None if unused."
-    key = []
+    "The host's tensor shapes, then per slot: the seed's blueprint and whether it incubates, blends or has joined."
+    key: list = [tuple(tuple(p.shape) for p in model.host.parameters())]
     for sid, slot in model.slots.items():
         if slot.seed is None or slot.stage not in _ACTIVE:
             key.append((sid, None))
