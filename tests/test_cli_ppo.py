@@ -92,3 +92,22 @@ def test_population_flag_trains_the_batch_as_one_population_and_refuses_what_it_
     assert main(base + ["--device", "cuda:7" if not __import__("torch").cuda.is_available() else "nonsense"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("esper-train ppo: error: --device/--devices:"), err
+
+
+def test_param_budget_binds_ppo_and_compare(tmp_path, capsys):
+    save = tmp_path / "agent.pt"
+    assert main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "2", "--max-epochs", "2", "--max-batches", "1",
+                 "--param-budget", "2500", "--no-progress", "--workers", "0", "--save", str(save)]) == 0
+    saved = json.loads((tmp_path / "agent.pt.history.json").read_text())
+    assert all(r["avg_params_added"] <= 2500 - 914 for r in saved)
+    out = tmp_path / "cmp"
+    assert main(["compare", "--controllers", "fixed", "--fixed-rule", "conv_heavy", "conv_heavy", "--fixed-concurrent",
+                 "--param-budget", "2500", "--max-epochs", "3", "--max-batches", "1", "--seeds", "0",
+                 "--out", str(out)]) == 0
+    res = json.loads((out / "comparison.json").read_text())
+    assert res["config"]["param_budget"] == 2500
+    assert res["rows"][0]["params_total"] == 914 + 1064  # the second conv_heavy would pass the budget: refused
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main(["compare", "--param-budget", "0", "--out", str(out)])
+    assert e.value.code == 2 and "--param-budget" in capsys.readouterr().err

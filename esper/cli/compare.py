@@ -181,6 +181,7 @@ def run_comparison(
     fixed_rule: tuple[str, ...] = DEFAULT_FIXED_RULE,  # blueprints of the "fixed" controller
     fixed_concurrent: bool = False,  # the "fixed" controller grows its seeds side by side
     lr_schedule: str = "constant",  # host and seed learning rates over an episode: "constant" or "cosine"
+    param_budget: int | None = None,  # most parameters in all, host and seeds, for every controller (None: none)
 ) -> dict[str, Any]:
     "Run every controller on every seed; return (and optionally write) the per-episode results and the table."
     if not seeds:
@@ -192,7 +193,9 @@ def run_comparison(
         check_output_dir(out, "out")  # checked before the first episode, not after the last
     if "ppo" in controllers:  # a bad checkpoint fails now, before the other controllers run
         make_controller("ppo", checkpoint=checkpoint, device=device)
-    cfg = EpisodeConfig(max_epochs=max_epochs, host=host, max_batches=max_batches, lr_schedule=lr_schedule)
+    cfg = EpisodeConfig(
+        max_epochs=max_epochs, host=host, max_batches=max_batches, lr_schedule=lr_schedule, param_budget=param_budget
+    )
     results: dict[str, list[dict[str, Any]]] = {}
     for name in controllers:
         for s in seeds:
@@ -233,6 +236,7 @@ def run_comparison(
                     fixed_rule=list(fixed_rule),
                     fixed_concurrent=fixed_concurrent,
                     lr_schedule=lr_schedule,
+                    param_budget=param_budget,
                 ),
                 "rows": rows,
                 "episodes": results,
@@ -289,6 +293,14 @@ def add_parser(subparsers) -> None:
         help="host and seed learning rates over an episode: constant, or cosine decay to 0 by the last "
         "epoch (use the value the PPO policy was trained with; default: constant)",
     )
+    p.add_argument(
+        "--param-budget",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="every controller grows within N parameters in all, host and seeds (use the value the PPO policy "
+        "was trained with; default: no budget)",
+    )
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
     p.set_defaults(run=run)
 
@@ -315,6 +327,7 @@ def run(args) -> int:
                 fixed_rule=tuple(args.fixed_rule),
                 fixed_concurrent=args.fixed_concurrent,
                 lr_schedule=args.lr_schedule,
+                param_budget=args.param_budget,
             )
     except (ValueError, RuntimeError, FileNotFoundError) as e:
         print(f"esper-train compare: error: {e}", file=sys.stderr)

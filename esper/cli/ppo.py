@@ -149,6 +149,14 @@ def add_parser(subparsers) -> None:
         help="host and seed learning rates over an episode: constant, or cosine decay to 0 by the last epoch "
         "(evaluate with the same value: esper-train compare --lr-schedule; default: constant)",
     )
+    a(
+        "--param-budget",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="at most N parameters in all, host and seeds: a germination past it is refused and masked "
+        "(evaluate with the same value: esper-train compare --param-budget; default: no budget)",
+    )
     a("--no-progress", action="store_true", help="no progress bar or per-batch lines")
     p.set_defaults(run=run)
 
@@ -259,7 +267,10 @@ def run(args) -> int:
                 hub=hub,
                 progress=not args.no_progress,
                 episode_config=EpisodeConfig(
-                    host=args.host, max_batches=args.max_batches, lr_schedule=args.lr_schedule
+                    host=args.host,
+                    max_batches=args.max_batches,
+                    lr_schedule=args.lr_schedule,
+                    param_budget=args.param_budget,
                 ),
                 ppo_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else None,
             )
