@@ -133,6 +133,7 @@ def aggregate_ppo_metrics(
         out["grad_norm"] = metrics["gradient_stats"]["grad_norm"]
     out["anomalies"] = list(metrics.get("anomalies", []))
     out["skipped_steps"] = int(metrics.get("skipped_steps", 0))  # a count: the update's total, never averaged
+    out["nonfinite_advantages"] = int(metrics.get("nonfinite_advantages", 0))  # samples no step could learn from
     return out
 
 

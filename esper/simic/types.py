@@ -51,6 +51,7 @@ class PPOUpdateMetrics(TypedDict, total=False):
     train_steps: int  # updates done, after this one
     anomalies: list[str]  # AnomalyDetector findings, empty when healthy
     skipped_steps: int  # optimiser steps skipped on a non-finite loss or gradient (a count, not a mean)
+    nonfinite_advantages: int  # rollout samples whose advantage or return was NaN or Inf (a count)
     ratio_has_numerical_issue: bool
     ratio_has_nan: bool
     ratio_has_inf: bool
