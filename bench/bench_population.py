@@ -50,20 +50,25 @@ def measure(k: int, population: bool, args: argparse.Namespace, device: str) -> 
             "avg_accuracy": history[-1]["avg_accuracy"]}
 
 
+def incubating_envs(k: int, config: EpisodeConfig, device: str) -> list:
+    "`k` started envs (episode seeds 100, 101, ...), each with a `conv_heavy` seed germinated in block1: one architecture."
+    from esper.simic.parallel_env_state import ParallelEnvState, task_with_shuffle
+    from esper.tamiyo.episode import Episode
+    envs = [ParallelEnvState(i, 100 + i, Episode(task_with_shuffle("mnist1d", 100 + i), config, env_id=i, device=device),
+                             torch.device(device)) for i in range(k)]
+    for e in envs:
+        e.start()
+        e.episode.model.germinate("block1", "conv_heavy")
+    return envs
+
+
 def group_cost(g: int, device: str, epochs: int = 2, batches: int = 30) -> dict:
     "Milliseconds per env and batch (validation included) for a group of `g` same-architecture envs, both paths."
-    from esper.simic.parallel_env_state import ParallelEnvState, task_with_shuffle
     from esper.simic.population import run_epoch_population
     from esper.simic.vectorized import run_epoch_lockstep
-    from esper.tamiyo.episode import Episode
     best = {}
     for name, fn in (("lockstep", run_epoch_lockstep), ("population", run_epoch_population)) * 2:
-        config = EpisodeConfig(max_epochs=epochs + 2, max_batches=batches)
-        envs = [ParallelEnvState(i, 100 + i, Episode(task_with_shuffle("mnist1d", 100 + i), config, env_id=i, device=device),
-                                 torch.device(device)) for i in range(g)]
-        for e in envs:
-            e.start()
-            e.episode.model.germinate("block1", "conv_heavy")
+        envs = incubating_envs(g, EpisodeConfig(max_epochs=epochs + 2, max_batches=batches), device)
         step = partial(fn, min_group=1) if name == "population" else fn  # stacked even as a group of one
         step(envs, [None] * g)  # warm-up epoch (the seed starts incubating)
         t0 = time.perf_counter()
@@ -88,20 +93,13 @@ class OpCounter(TorchDispatchMode):
 
 def op_counts(k: int, device: str) -> dict:
     "ATen ops per env and training batch, and per env at the end of an epoch, for `k` envs of one architecture."
-    from esper.simic.parallel_env_state import ParallelEnvState, task_with_shuffle
     from esper.simic.population import run_epoch_population
     from esper.simic.vectorized import run_epoch_lockstep
-    from esper.tamiyo.episode import Episode
     out = {"envs": k}
     for name, fn in (("lockstep", run_epoch_lockstep), ("population", partial(run_epoch_population, min_group=1))):
         counts = {}
         for batches in (2, 6):
-            config = EpisodeConfig(max_epochs=4, max_batches=batches)
-            envs = [ParallelEnvState(i, 100 + i, Episode(task_with_shuffle("mnist1d", 100 + i), config, env_id=i,
-                                                         device=device), torch.device(device)) for i in range(k)]
-            for e in envs:
-                e.start()
-                e.episode.model.germinate("block1", "conv_heavy")
+            envs = incubating_envs(k, EpisodeConfig(max_epochs=4, max_batches=batches), device)
             fn(envs, [None] * k)  # the seed starts incubating
             with OpCounter() as c:
                 fn(envs, [None] * k)

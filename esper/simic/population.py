@@ -289,6 +289,7 @@ def run_epoch_population(
         else:
             alone += idx
     whole = len(groups) == 1 and not alone
+    rows = [None if whole else torch.tensor(idx, device=device) for idx, _ in groups]  # each group's envs, once
     while cap is None or step < cap:
         batches = [next(it, None) for it in iters]
         if any(b is None for b in batches):
@@ -300,9 +301,8 @@ def run_epoch_population(
         if groups:
             xb = torch.stack([b[0] for b in batches]).to(device, non_blocking=True)
             yb = torch.stack([b[1] for b in batches]).to(device, non_blocking=True)
-        for idx, group in groups:
-            sel = None if whole else torch.tensor(idx, device=device)
-            group.train_batch(xb if whole else xb[sel], yb if whole else yb[sel])
+        for (_, group), sel in zip(groups, rows):
+            group.train_batch(xb if sel is None else xb[sel], yb if sel is None else yb[sel])
         step += 1
     for _, group in groups:
         group.finish()
