@@ -28,7 +28,8 @@ from .types import GradientStats, PPOUpdateMetrics, HeadLogProbs, HeadEntropies,
 from .normalizers import RunningMeanStd, RewardNormalizer
 from .anomaly_detector import AnomalyDetector, AnomalyReport
 from .config import TrainingConfig
-from .ppo import PPOAgent, ppo_loss
+from .ppo import PPOAgent
+from .ppo_loss import ppo_loss
 from .recurrent import update_recurrent
 from .checkpoint import save_agent, load_agent
 from .features import obs_to_base_features, obs_to_base_features_tensor, compute_action_mask, safe

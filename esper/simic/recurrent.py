@@ -11,6 +11,7 @@ import warnings
 import torch
 
 from .networks import evaluate_heads
+from .ppo_loss import UpdateStats, normalize_advantages, ppo_objective, value_diagnostics
 
 # %% ../../nbs/simic/09_recurrent.ipynb #a2b12239
 WARN_RECURRENT_EPOCHS: int = 2  # more epochs than this warn
@@ -61,7 +62,6 @@ def update_recurrent(
     n_epochs: int | None = None,  # default 1; > 2 warns, > 4 is capped
 ) -> dict:
     "PPO update of a recurrent agent over whole episode pieces."
-    from esper.simic.ppo import UpdateStats, normalize_advantages, ppo_objective, value_diagnostics
 
     n_epochs = recurrent_epochs(n_epochs)
     if not agent.recurrent:
