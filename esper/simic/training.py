@@ -18,12 +18,12 @@ from .config import TrainingConfig
 from .parallel_env_state import make_env_states
 from .seed_management import episode_seed
 from .emitters import emit_episode_completed
-from .vectorized import ppo_settings, ppo_training_loop, run_lockstep
+from .vectorized import ppo_settings, ppo_training_loop, run_lockstep, run_shape
 
 # %% ../../nbs/simic/26_training.ipynb #9fb5dfd0
 def train_ppo(
-    n_episodes: int = 100,  # episodes in total
-    max_epochs: int = 25,  # epochs per episode
+    n_episodes: int | None = None,  # episodes in total (default: the config's, 100)
+    max_epochs: int | None = None,  # epochs per episode (default: the config's, 25)
     update_every: int = 5,  # episodes per PPO update
     device: str = "cpu",  # where policy and host train
     entropy_anneal_episodes: int = 0,  # ramp length in episodes (converted to updates: // update_every)
@@ -38,12 +38,18 @@ def train_ppo(
     names = {f.name for f in fields(TrainingConfig)}
     hparams = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
     config, agent_kwargs = ppo_settings(config, hparams, ppo_kwargs, "train_ppo")
+    if config.n_envs not in (1, TrainingConfig().n_envs):
+        raise ValueError(
+            f"train_ppo steps one environment (got config.n_envs={config.n_envs}); "
+            "train_ppo_vectorized steps n_envs in lockstep"
+        )
+    config = run_shape(config, dict(n_episodes=n_episodes, max_epochs=max_epochs), "train_ppo")
     return ppo_training_loop(
-        n_episodes=n_episodes,
+        n_episodes=config.n_episodes,
         episodes_per_update=update_every,
         parallel=False,
         config=config,
-        max_epochs=max_epochs,
+        max_epochs=config.max_epochs,
         device=device,
         entropy_anneal_episodes=entropy_anneal_episodes,
         agent_kwargs=agent_kwargs,
