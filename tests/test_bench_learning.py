@@ -1,25 +1,14 @@
 """bench/bench_learning.py end to end on tiny settings: every controller, CIs, per-seed rows, curves and both plots."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_learning.py"
 TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs", "3", "--max-batches", "2",
         "--train-seeds", "0", "1", "--eval-seeds", "2000", "2001", "--curve-seeds", "1000", "--eval-every", "2",
         "--workers", "2", "--schedules", "conv_small", "concurrent:conv_small,depthwise"]
 
 
-def run_bench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = os.environ | {"OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(BENCH), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=120)
-
-
-def test_tiny_benchmark_writes_every_result(tmp_path):
+def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
     out = tmp_path / "bl"
-    p = run_bench(*TINY, "--out", str(out), cwd=tmp_path)
+    p = run_bench("bench_learning.py", *TINY, "--out", str(out), cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads((out / "results.json").read_text())
     names = ["static", "random", "heuristic", "schedule:conv_small", "concurrent:conv_small+depthwise", "ppo"]
@@ -47,8 +36,9 @@ def test_tiny_benchmark_writes_every_result(tmp_path):
     assert not list(out.glob(".*.tmp"))  # every write went through a renamed temporary file
 
 
-def test_refuses_eval_seeds_that_training_uses(tmp_path):
-    p = run_bench(*TINY, "--eval-seeds", "3", "2000", "--out", str(tmp_path / "bl"), cwd=tmp_path)
+def test_refuses_eval_seeds_that_training_uses(tmp_path, run_bench):
+    p = run_bench("bench_learning.py", *TINY, "--eval-seeds", "3", "2000", "--out", str(tmp_path / "bl"),
+                  cwd=tmp_path, timeout=120)
     assert p.returncode == 2
     assert "--eval-seeds [3] are task seeds that training episodes use" in p.stderr
     assert not (tmp_path / "bl").exists()

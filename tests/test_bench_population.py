@@ -1,23 +1,11 @@
 """bench/bench_population.py on tiny settings: both tables, the JSON, and a bad flag refused in one line."""
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-BENCH = Path(__file__).resolve().parent.parent / "bench" / "bench_population.py"
 
 
-def run_bench(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = os.environ | {"OMP_NUM_THREADS": "1"}
-    return subprocess.run([sys.executable, str(BENCH), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=300)
-
-
-def test_tiny_run_prints_both_tables_and_writes_the_json(tmp_path):
+def test_tiny_run_prints_both_tables_and_writes_the_json(tmp_path, run_bench):
     out = tmp_path / "pop.json"
-    p = run_bench("--envs", "3", "--max-epochs", "2", "--max-batches", "1", "--repeats", "1", "--group-sizes", "1",
-                  "3", "--device", "cpu", "--out", str(out), cwd=tmp_path)
+    p = run_bench("bench_population.py", "--envs", "3", "--max-epochs", "2", "--max-batches", "1", "--repeats", "1",
+                  "--group-sizes", "1", "3", "--device", "cpu", "--out", str(out), cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.startswith("device: CPU")
     res = json.loads(out.read_text())
@@ -28,7 +16,7 @@ def test_tiny_run_prints_both_tables_and_writes_the_json(tmp_path):
     assert res["argv"][:2] == ["--envs", "3"]
 
 
-def test_a_bad_device_is_one_line(tmp_path):
-    p = run_bench("--device", "tpu", cwd=tmp_path)
+def test_a_bad_device_is_one_line(tmp_path, run_bench):
+    p = run_bench("bench_population.py", "--device", "tpu", cwd=tmp_path)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "--device" in p.stderr
