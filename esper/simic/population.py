@@ -78,7 +78,7 @@ class PopulationGroup:
         for n in self.names:
             found, bufs = set(), []
             for d, ep in zip(named, self.episodes):
-                group, opt = _owner(ep._opts, d[n], n)
+                group, opt = _owner(ep.optimizers, d[n], n)
                 found.add(
                     tuple(
                         group.get(k, False)
@@ -152,7 +152,7 @@ class PopulationGroup:
                 own = dict(ep.model.named_parameters()) | dict(ep.model.named_buffers())
                 torch._foreach_copy_([own[n] for n in names], list(rows[i]))
                 for n, views in momentum.items():  # the env's buffer is its row of the group's (it owns no other)
-                    _, opt = _owner(ep._opts, own[n], n)
+                    _, opt = _owner(ep.optimizers, own[n], n)
                     opt.state[own[n]]["momentum_buffer"] = views[i]
                 ep.record_batches(losses[i], correct[i], self.samples, self.batches, {g: s[i] for g, s in sums.items()})
 
@@ -235,7 +235,7 @@ def end_epochs(
         else:
             for i in idx:
                 ep = envs[i].episode
-                with envs[i].rng(), ep._ctx():
+                with envs[i].rng(), ep.on_stream():
                     metrics[i] = ep.runner.validate(ep.task.val_loader)
     measured = []
     for e, va in zip(envs, metrics):

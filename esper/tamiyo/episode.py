@@ -203,9 +203,16 @@ class Episode:
                 )
             )
 
-    def _ctx(self):
-        "Run in this episode's CUDA stream (a no-op context without one)."
+    def on_stream(self):
+        "A context that runs work in this episode's CUDA stream (a no-op context without one)."
         return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        "The optimizers of the epoch in progress (host and seeds), from `begin_epoch` to the end of its training."
+        if not self._in_epoch:
+            raise RuntimeError("an episode has optimizers only while an epoch trains (after begin_epoch)")
+        return self._opts
 
     def start(self, seed: int = 0) -> None:
         "Build a fresh model, its optimizers, governor and tracker; no epoch is trained yet."
@@ -286,7 +293,7 @@ class Episode:
         # before the env stream reads it
         if self.stream is not None:
             self.stream.wait_stream(torch.cuda.current_stream(self.device))
-        with self._ctx():
+        with self.on_stream():
             self._opts = self.runner.optimizers()
             self._loss_sum = torch.zeros((), device=self.device)
             self._correct = torch.zeros((), device=self.device, dtype=torch.long)
@@ -302,7 +309,7 @@ class Episode:
         "One SGD step in this episode's stream; loss and correct counts accumulate on the device in that same stream."
         if not self._in_epoch:
             raise RuntimeError("train_batch called outside begin_epoch/end_epoch")
-        with self._ctx():
+        with self.on_stream():
             loss_sum, correct = train_step(
                 self.model, xb, yb, self._opts, self.device, self.runner.criterion, self.grads, self._batches
             )
@@ -335,7 +342,7 @@ class Episode:
     def end_epoch(self) -> dict[str, Any]:
         "Finish the epoch: governor, validation, seed bookkeeping and telemetry, signals; returns the next observation."
         self.finish_training()
-        with self._ctx():
+        with self.on_stream():
             va = self.runner.validate(self.task.val_loader)
         self.record_validation(va)
         return self.finish_epoch()
@@ -348,7 +355,7 @@ class Episode:
         if self._n == 0:
             raise ValueError("the epoch trained no batch (empty loader or max_batches=0)")
         self._in_epoch = False
-        with self._ctx():
+        with self.on_stream():
             if self.stream is not None:
                 self.stream.synchronize()  # accumulators are complete before they are read
             self._tr = {
@@ -371,7 +378,7 @@ class Episode:
             raise RuntimeError("record_validation belongs between finish_training and finish_epoch")
         m, c = self.model, self.cfg
         self._va, self._validated = va, True
-        with self._ctx():
+        with self.on_stream():
             m.step_epoch(self.epoch, va["accuracy"])
             stats = self.grads.results() if self._rollback is None else {}
             self.host_grad_norm = stats.get("host", {}).get("gradient_norm", 0.0)
@@ -405,7 +412,7 @@ class Episode:
         self._validated = None
         m, c, action, result = self.model, self.cfg, self._action, self._result
         tr, va, rollback = self._tr, self._va, self._rollback
-        with self._ctx():
+        with self.on_stream():
             for slot in self._cf_slots:
                 w = None if without is None else without.get(slot)
                 m.counterfactual(slot, self.task.val_loader, self.device, with_seed=va["accuracy"], without=w)
