@@ -146,3 +146,22 @@ def test_blueprint_param_counts_and_shapes():
             s = build_blueprint(name, shape[1], dims)
             assert s(torch.randn(shape)).shape == shape
             assert s.param_count == sum(p.numel() for p in s.parameters()) > 0
+
+
+def test_a_budgeted_episode_does_not_depend_on_what_the_process_ran_before():
+    "The blueprint costs behind a budget are cached per process; filling that cache must not move the seeded RNG."
+    from esper.kasmina.model import _blueprint_cost
+    from esper.tamiyo import run_episode
+    from esper.tamiyo.baselines import ScheduleTamiyo
+    cfg = EpisodeConfig(max_epochs=4, max_batches=2, param_budget=2500)
+
+    def play():
+        return run_episode(get_task("mnist1d", shuffle_seed=3), ScheduleTamiyo(("conv_heavy", "conv_small"),
+                                                                                concurrent=True), cfg, seed=3)
+    _blueprint_cost.cache_clear()  # as in a fresh worker process
+    cold = play()
+    warm = play()
+    assert _blueprint_cost.cache_info().currsize > 0
+    assert (cold.final_accuracy, cold.params_added) == (warm.final_accuracy, warm.params_added)
+    curve = lambda r: [h["val_accuracy"] for h in r.history]
+    assert curve(cold) == curve(warm)

@@ -159,8 +159,9 @@ class BlueprintSpec:
         return self.factory(channels, self.dims)
 
     def param_count(self, channels: int) -> int:
-        "Parameters this blueprint adds at an injection point with `channels` channels."
-        return self.build(channels).param_count
+        "Parameters this blueprint adds at an injection point with `channels` channels (the global RNG is left alone)."
+        with torch.random.fork_rng(devices=[]):  # counting must not change what a seeded run draws next
+            return self.build(channels).param_count
 
 
 _SEEDS = (NormSeed, ConvSmallSeed, ConvHeavySeed, DepthwiseSeed, AttentionSeed)
