@@ -50,10 +50,11 @@ PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_a
 #: What each preset trains and evaluates on; max_batches None = every batch of the epoch.
 PRESETS = {
     "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
-              "lr_schedule": "constant", "param_budget": None},
+              "lr_schedule": "constant", "param_budget": None, "rent_weight": None},   # rent: RewardConfig's
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
-             "param_budget": 2500},                                                # the target's 2,500 parameters
+             "param_budget": 2500,                                                 # the target's 2,500 parameters,
+             "rent_weight": 0.0},                                                  # which price them: no rent
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
@@ -94,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="most parameters in all, host and seeds, for every controller: a germination past it is refused and "
            "masked; 0 = none (short: none, full: 2500)")
     a("--rent-weight", type=float, default=None,
-      help="PPO's reward: parameter rent per host-size of seed parameters (default: RewardConfig's, 0.05); "
-           "a study flag: the table then says it")
+      help="PPO's reward: parameter rent per host-size of seed parameters (short: RewardConfig's, 0.05; full: 0, "
+           "the budget prices parameters); given, the table says it")
     a("--env-workers", type=nonneg_int, default=0,
       help="environment worker processes per training seed (train_ppo_vectorized's workers); 0 = step the envs in "
            "the training job's own process (default: 0). With K > 0, give --workers about cores / K")
@@ -484,6 +485,7 @@ def main(argv: list[str]|None=None) -> int:
               "platform": platform.platform(), "started": started, "argv": sys.argv[1:] if argv is None else argv}
     batches = "every batch" if args.max_batches is None else f"{args.max_batches} batches"
     budget = "" if args.param_budget is None else f"at most {args.param_budget:,} parameters, "
+    budget += "" if args.rent_weight is None else f"rent weight {args.rent_weight:g}, "
     title = (f"{TASK}, {args.max_epochs} epochs x {batches}, {args.lr_schedule} learning rates, {budget}"
              f"{args.episodes} PPO episodes x {len(args.train_seeds)} seeds, eval seeds {args.eval_seeds}")
     print(f"learning benchmark, preset {args.preset}: {title}; {args.workers} workers -> {args.out}", flush=True)
@@ -501,7 +503,6 @@ def main(argv: list[str]|None=None) -> int:
                        "train_seconds_max": max(t["train_seconds"] for t in trained)}
     targets = check_targets(args.preset, summary, seeds)
     changed = ", ".join(f"{k}={v}" for k, v in args.overrides.items())
-    if args.rent_weight is not None: changed = ", ".join(x for x in (changed, f"rent_weight={args.rent_weight}") if x)
     note = f"{args.preset} preset" + (f"; flags changed it ({changed}): indicative only" if changed else "")
     table = markdown_report(title, summary, seeds, targets, note)
     config["wall_seconds"] = time.perf_counter() - t0
