@@ -9,7 +9,8 @@ and seed<k>/agent.pt plus seed<k>/history.json per training seed.
 Usage, from the project root: `make bench-learning` (short preset) or `make bench-learning-full`, i.e.
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_learning.py --preset short
 On many cores the full preset goes faster with environment workers per training seed, for example
-`--workers 5 --env-workers 3` on 16 cores; `--resume` continues seeds whose training was cut short.
+`--workers 5 --env-workers 3` on 16 cores; `--resume` continues seeds whose training was cut short. Ctrl-C or
+SIGTERM stops every worker and keeps each seed's last checkpoint.
 A tiny run that checks the plumbing in seconds:
     python bench/bench_learning.py --episodes 4 --n-envs 2 --max-epochs 3 --max-batches 2 --train-seeds 0 1 \\
         --eval-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --schedules conv_small --out /tmp/bl
@@ -24,6 +25,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from datetime import datetime, timezone
@@ -31,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm import tqdm
 
-from esper.cli import OneLineParser, nonneg_int, positive_int
+from esper.cli import OneLineParser, interrupt_status, nonneg_int, positive_int, sigterm_as_interrupt
 from esper.leyline.files import save_figure_atomic, write_json_atomic, write_text_atomic
 from esper.cli.compare import make_controller, mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
@@ -428,13 +431,18 @@ def git_state(repo: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------------------- main
 
+def _init_worker() -> None:
+    "tqdm's bars share a lock, a multiprocessing semaphore by default: a thread lock, so a stopped worker leaks none."
+    tqdm.set_lock(threading.RLock())
+
+
 def run_jobs(args: argparse.Namespace, setup: dict[str, Any]) -> tuple[list[dict], list[dict]]:
     "Training, PPO evaluation and baseline jobs on a process pool; returns (trained runs, episode rows)."
     trained, rows, t0 = [], [], time.perf_counter()
     names = list(BASELINES) + args.schedules
     total = len(args.train_seeds) * (1 + len(args.eval_seeds)) + len(names) * len(args.eval_seeds)
     ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx, initializer=_init_worker) as pool:
         try:
             jobs = {pool.submit(train_job, k, setup): ("train", k) for k in args.train_seeds}  # longest first
             for name in names:
@@ -459,7 +467,10 @@ def run_jobs(args: argparse.Namespace, setup: dict[str, Any]) -> tuple[list[dict
                     n = len(trained) + len(rows)
                     print(f"[{time.perf_counter() - t0:6.0f} s] {n}/{total} {what}", flush=True)
         except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)  # then wait for the running ones
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in multiprocessing.active_children():  # a SIGTERM reaches this process only: stop the workers
+                proc.terminate()
+                proc.join()
             raise
     return sorted(trained, key=lambda r: r["train_seed"]), rows
 
@@ -490,7 +501,14 @@ def main(argv: list[str]|None=None) -> int:
              f"{args.episodes} PPO episodes x {len(args.train_seeds)} seeds, eval seeds {args.eval_seeds}")
     print(f"learning benchmark, preset {args.preset}: {title}; {args.workers} workers -> {args.out}", flush=True)
 
-    trained, rows = run_jobs(args, setup)
+    try:
+        with sigterm_as_interrupt():
+            trained, rows = run_jobs(args, setup)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line, and the checkpoints written so far stay valid
+        word, code = interrupt_status(e)
+        print(f"bench_learning.py: {word}; the training checkpoints in {args.out} are kept: "
+              "run the same command with --resume to continue", file=sys.stderr, flush=True)
+        return code
     ppo_rows = {k: [r for r in rows if r["controller"] == "ppo" and r["train_seed"] == k] for k in args.train_seeds}
     seeds = [seed_summary(t, ppo_rows[t["train_seed"]]) for t in trained]
     summary = {}

@@ -1,5 +1,5 @@
 """Shared pytest configuration: `slow` tests run only with --runslow, `gpu` tests only where CUDA exists; `run_bench`
-runs a script of `bench/` the way a user would."""
+and `start_bench` run a script of `bench/` the way a user would."""
 import os
 import subprocess
 import sys
@@ -30,11 +30,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip_gpu)
 
 
+def _bench_command(script: str, *args: str) -> tuple[list[str], dict[str, str]]:
+    return [sys.executable, str(BENCH_DIR / script), *args], os.environ | {"OMP_NUM_THREADS": "1"}
+
+
 @pytest.fixture
 def run_bench():
     "`run_bench(script, *args, cwd=, timeout=)`: `bench/<script>` in a fresh interpreter with one torch thread."
     def run(script: str, *args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
-        env = os.environ | {"OMP_NUM_THREADS": "1"}
-        return subprocess.run([sys.executable, str(BENCH_DIR / script), *args], cwd=cwd, env=env, capture_output=True,
-                              text=True, timeout=timeout)
+        cmd, env = _bench_command(script, *args)
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     return run
+
+
+@pytest.fixture
+def start_bench():
+    "`start_bench(script, *args, cwd=)`: the same, started and left running (a `Popen` with pipes); killed at teardown."
+    started = []
+
+    def start(script: str, *args: str, cwd: Path) -> subprocess.Popen:
+        cmd, env = _bench_command(script, *args)
+        started.append(subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True))
+        return started[-1]
+    yield start
+    for p in started:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()

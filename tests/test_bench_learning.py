@@ -1,5 +1,12 @@
 """bench/bench_learning.py end to end on tiny settings: every controller, CIs, per-seed rows, curves and both plots."""
 import json
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from esper.simic.env import load_ppo_controller
 
 TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs", "3", "--max-batches", "2",
         "--train-seeds", "0", "1", "--eval-seeds", "2000", "2001", "--curve-seeds", "1000", "--eval-every", "2",
@@ -42,3 +49,36 @@ def test_refuses_eval_seeds_that_training_uses(tmp_path, run_bench):
     assert p.returncode == 2
     assert "--eval-seeds [3] are task seeds that training episodes use" in p.stderr
     assert not (tmp_path / "bl").exists()
+
+
+def _pool_workers(pid: int) -> list[int]:
+    "Running child processes of `pid` but multiprocessing's resource tracker (which stops by itself), from /proc."
+    kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    return [k for k in kids if _runs(k) and b"resource_tracker" not in Path(f"/proc/{k}/cmdline").read_bytes()]
+
+
+def _runs(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc (Linux)")
+def test_sigterm_stops_every_worker_in_one_line_and_keeps_the_checkpoint(tmp_path, start_bench):
+    out = tmp_path / "bl"
+    args = [*TINY, "--episodes", "400", "--out", str(out)]  # the later --episodes wins: a run that outlasts the test
+    p = start_bench("bench_learning.py", *args, cwd=tmp_path)
+    deadline = time.monotonic() + 120  # a guard against a hang, not a timing
+    while not (out / "seed0" / "agent.pt").exists():
+        assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+        time.sleep(0.2)
+    workers = _pool_workers(p.pid)
+    assert len(workers) == 2, workers
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143, err
+    line = f"bench_learning.py: terminated; the training checkpoints in {out} are kept: run the same command with "
+    assert err.strip().splitlines() == [line + "--resume to continue"]
+    assert not [w for w in workers if _runs(w)]  # none orphaned: they were stopped before the parent returned
+    load_ppo_controller(str(out / "seed0" / "agent.pt"))  # the last checkpoint is a whole one
