@@ -10,7 +10,7 @@ __all__ = ['CONTROLLERS', 'DEFAULT_FIXED_RULE', 'make_controller', 'mean_ci95', 
 import statistics
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import matplotlib
 

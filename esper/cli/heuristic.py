@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import matplotlib
-import torch
 
 from esper.cli import (
     add_task_arguments,

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..leyline import BLUEPRINTS
-
 # %% ../../nbs/kasmina/00_blueprints.ipynb #ebe53976
 def _ops(dims: int):
     if dims not in (1, 2):

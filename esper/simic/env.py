@@ -25,7 +25,6 @@ from esper.leyline import (
 from ..tamiyo.features import obs_to_base_features, compute_action_mask
 from ..tamiyo.signals import TamiyoAction
 from .rewards import RewardConfig, compute_reward
-from .normalizers import RunningMeanStd
 from .seed_management import flat_action_slot, fossilized_contribution
 
 # %% ../../nbs/simic/21_env.ipynb #bbac16dd

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from ..leyline import SeedStage, HEAD_NAMES, LifecycleOp
+from ..leyline import SeedStage, LifecycleOp
 from ..tamiyo.features import legal_ops
 
 # %% ../../nbs/simic/24_seed_management.ipynb #243eb639

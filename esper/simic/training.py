@@ -6,7 +6,6 @@
 __all__ = ['train_ppo', 'train_heuristic']
 
 # %% ../../nbs/simic/26_training.ipynb #1de40d65
-import statistics
 from collections.abc import Callable
 from dataclasses import fields, replace
 from typing import Any

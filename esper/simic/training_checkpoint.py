@@ -9,8 +9,6 @@ __all__ = ['ADDED_SETTINGS', 'capture_rng', 'restore_rng', 'save_training_checkp
 # %% ../../nbs/simic/27_checkpoint.ipynb #f0b71d58
 import os
 import random
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -17,7 +17,6 @@ from dataclasses import fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import torch
 from tqdm import tqdm
 
 from ..leyline.files import check_output_file

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..leyline import BLUEPRINTS, BlendAlgorithm, LifecycleOp
 from .features import ops_allowed
-from .signals import Controller, TamiyoAction
+from .signals import TamiyoAction
 
 # %% ../../nbs/tamiyo/03_baselines.ipynb #e14f61a9
 class StaticTamiyo:

@@ -14,7 +14,6 @@ import torch
 from esper.leyline import (
     BASE_FEATURE_DIM,
     BLUEPRINTS,
-    HEAD_NAMES,
     LIVE_STAGES,
     N_FLAT_ACTIONS,
     FlatAction,

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['TASK_NAMES', 'MNIST1D_LENGTH', 'MNIST1D_CLASSES', 'MNIST1D_SPLITS', 'CIFAR10_MEAN', 'CIFAR10_STD', 'DEFAULT_HOSTS',
            'default_data_dir', 'TaskConfig', 'TensorBatches', 'tensor_loader', 'TaskDataError', 'InvalidTaskData',
-           'validate_arrays', 'load_mnist1d_arrays', 'load_cifar10_datasets', 'Task', 'get_task']
+           'validate_arrays', 'load_mnist1d_arrays', 'load_cifar10_datasets', 'Task', 'get_task', 'count_parameters']
 
 # %% ../../nbs/tasks/01_tasks.ipynb #e2968216
 import errno
@@ -23,6 +23,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from ..leyline.files import OutputError, atomic_write
 
 from .hosts import HOST_PRESETS, ConvHost, build_host, count_parameters
+
+_all_ = ["count_parameters"]  # re-exported: `from esper.tasks import count_parameters`
 
 # %% ../../nbs/tasks/01_tasks.ipynb #88cfb956
 def default_data_dir() -> Path:
