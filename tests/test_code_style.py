@@ -2,9 +2,12 @@
 
 `make test` already fails when `ruff format` would change a notebook (one statement per line, calls wrapped to fit).
 Ruff never splits a string or a comment, so a long docstring can still run past the limit: this check reads every
-code cell of every notebook and names each line longer than 120 characters.
+code cell of every notebook and names each line longer than 120 characters. And the generated package imports
+nothing it does not use (ruff's F401).
 """
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 NBS = Path(__file__).resolve().parents[1] / "nbs"
@@ -34,3 +37,11 @@ def test_long_lines_are_found(tmp_path):
 def test_no_code_line_is_longer_than_120_characters():
     found = [hit for nb in sorted(NBS.rglob("*.ipynb")) for hit in long_lines(nb)]
     assert not found, "lines over 120 characters:\n" + "\n".join(found)
+
+
+def test_the_package_imports_nothing_it_does_not_use():
+    "An import only a chapter's examples need belongs in a plain cell; a re-export is listed in `_all_`."
+    pkg = NBS.parent / "esper"
+    p = subprocess.run([sys.executable, "-m", "ruff", "check", "--select", "F401", "--output-format", "concise",
+                        "--no-cache", str(pkg)], capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
