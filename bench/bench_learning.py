@@ -65,6 +65,7 @@ DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwis
 #: Decisions counted per episode in lifecycle.png (keys of the history's `action_counts`).
 LIFECYCLE_OPS = ("GERMINATE", "PRUNE", "FOSSILIZE", "ADVANCE")
 MIN_EXPLAINED_VARIANCE = 0.3
+COLLAPSED_ENTROPY = 0.01  # nats: a head whose mean entropy falls below this has stopped exploring
 
 
 # ----------------------------------------------------------------------------------------------- arguments
@@ -335,6 +336,12 @@ def check_targets(preset: str, summary: dict[str, dict], seeds: list[dict]) -> l
     target(f"every seed: explained variance over the last quarter of updates >= {MIN_EXPLAINED_VARIANCE}",
            "min " + _fmt(min((v for v in evs if v is not None), default=None), ".2f")
            + (f" (below: seeds {low})" if low else ""), not low)
+    lowest = {s["train_seed"]: min(s["min_head_entropy"].values(), default=None) for s in seeds}
+    stuck = [k for k, s in zip(lowest, seeds) if lowest[k] is not None and lowest[k] < COLLAPSED_ENTROPY
+             and s["final_accuracy"] < best_rule["final_accuracy"]]
+    target(f"every seed: no head's entropy fell below {COLLAPSED_ENTROPY} while the policy ends below the best rule",
+           "min head entropy " + _fmt(min((v for v in lowest.values() if v is not None), default=None), ".3f")
+           + (f" (collapsed and below the rule: seeds {stuck})" if stuck else ""), not stuck)
     idle = [s["train_seed"] for s in seeds if not s["germinates_every_episode"]]
     target("every seed: a germinating policy (>= 1 seed germinated in every eval episode)",
            f"seeds that do not: {idle}" if idle else "all", not idle)

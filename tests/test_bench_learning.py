@@ -1,4 +1,5 @@
 """bench/bench_learning.py end to end on tiny settings: every controller, CIs, per-seed rows, curves and both plots."""
+import importlib.util
 import json
 import signal
 import time
@@ -36,7 +37,7 @@ def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
         assert all(0 <= c["eval_accuracy"] <= 100 for c in s["curve"])
         assert (out / f"seed{s['train_seed']}" / "agent.pt").exists()
     assert {"git_commit", "git_dirty", "torch", "device"} <= set(res["config"])  # git ones are None outside a checkout
-    assert {t["pass"] for t in res["targets"]} <= {True, False} and len(res["targets"]) == 5
+    assert {t["pass"] for t in res["targets"]} <= {True, False} and len(res["targets"]) == 6
     for f in ("learning_curves.png", "lifecycle.png", "table.md"):
         assert (out / f).stat().st_size > 0
     assert "| controller | final acc % (mean ± 95% CI) | params in all | params added |" in p.stdout
@@ -82,3 +83,24 @@ def test_sigterm_stops_every_worker_in_one_line_and_keeps_the_checkpoint(tmp_pat
     assert err.strip().splitlines() == [line + "--resume to continue"]
     assert not [w for w in workers if _runs(w)]  # none orphaned: they were stopped before the parent returned
     load_ppo_controller(str(out / "seed0" / "agent.pt"))  # the last checkpoint is a whole one
+
+
+def _bench_module(name: str):
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "bench" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_collapsed_head_fails_only_a_policy_that_ends_below_the_best_rule():
+    bl = _bench_module("bench_learning")
+    row = lambda name, acc: {"controller": name, "final_accuracy": acc, "params_in_all": 2000}
+    summary = {"static": row("static", 40), "heuristic": row("heuristic", 70),
+               "concurrent:conv_heavy+conv_small": row("concurrent:conv_heavy+conv_small", 80), "ppo": row("ppo", 79)}
+    seed = lambda k, acc, entropy: {"train_seed": k, "final_accuracy": acc, "min_head_entropy": {"action": entropy},
+                                    "explained_variance_last_quarter": 0.7, "germinates_every_episode": True}
+    target = lambda seeds: next(t for t in bl.check_targets("short", summary, seeds) if "entropy" in t["target"])
+    ok = target([seed(0, 80, 0.001), seed(1, 78, 0.2)])  # collapsed at the rule's level; below it, still exploring
+    assert ok["pass"] and ok["value"] == "min head entropy 0.001", ok
+    bad = target([seed(0, 80, 0.2), seed(1, 78, 0.005)])
+    assert not bad["pass"] and bad["value"] == "min head entropy 0.005 (collapsed and below the rule: seeds [1])", bad
