@@ -104,3 +104,18 @@ def test_a_collapsed_head_fails_only_a_policy_that_ends_below_the_best_rule():
     assert ok["pass"] and ok["value"] == "min head entropy 0.001", ok
     bad = target([seed(0, 80, 0.2), seed(1, 78, 0.005)])
     assert not bad["pass"] and bad["value"] == "min head entropy 0.005 (collapsed and below the rule: seeds [1])", bad
+
+
+def test_replay_prints_each_controllers_moves(tmp_path, run_bench):
+    p = run_bench("replay_actions.py", "--preset", "short", "--seeds", "2000", "--rules",
+                  "concurrent:conv_heavy+conv_small", cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    line = p.stdout.strip()
+    assert line.startswith("task seed 2000  concurrent:conv_heavy+conv_small: "), line
+    assert "1:GERMINATE/conv_heavy@block1 2:GERMINATE/conv_small@block2" in line and "FOSSILIZE@block2" in line
+
+
+def test_replay_refuses_an_unknown_rule_in_one_line(tmp_path, run_bench):
+    p = run_bench("replay_actions.py", "--rules", "conv_huge", cwd=tmp_path, timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "--rules:" in p.stderr

@@ -1,0 +1,71 @@
+"""When does each controller act? Replays trained policies and fixed rules on task seeds and prints their timelines.
+
+Each controller plays one episode per task seed, exactly as the learning benchmark evaluates it, and every decision
+other than WAIT is printed as `epoch:OP[/blueprint]@slot`, followed by the final accuracy. For example, the policies of
+a `--preset full` benchmark run against its best rule:
+    OMP_NUM_THREADS=1 .venv/bin/python bench/replay_actions.py --preset full --seeds 2000 2004 \\
+        --checkpoints runs/bench_learning/full/seed1/agent.pt --rules concurrent:conv_heavy+conv_small
+"""
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_learning as bl  # noqa: E402  (the benchmark's presets, episode settings and controllers)
+
+from esper.cli import OneLineParser  # noqa: E402
+from esper.tamiyo.episode import run_episode  # noqa: E402
+from esper.tasks import get_task  # noqa: E402
+
+
+class Timeline:
+    "Wraps a controller and records its decisions other than WAIT."
+
+    def __init__(self, controller: Any):
+        self.controller, self.moves = controller, []
+
+    def reset(self) -> None:
+        self.moves.clear()
+        self.controller.reset()
+
+    def decide(self, observation: dict[str, Any], model: Any) -> Any:
+        action = self.controller.decide(observation, model)
+        if action.op.name != "WAIT":
+            what = f"/{action.blueprint}" if action.op.name == "GERMINATE" and action.blueprint else ""
+            self.moves.append(f"{observation['epoch']}:{action.op.name}{what}@{action.slot}")
+        return action
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="replay_actions.py")
+    ap.add_argument("--preset", choices=sorted(bl.PRESETS), default="full", help="episode settings (default: full)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[2000], help="task seeds to play (default: 2000)")
+    ap.add_argument("--checkpoints", nargs="*", default=[], help="trained policies (agent.pt of a benchmark run)")
+    ap.add_argument("--rules", nargs="*", default=[], help="fixed rules by name, e.g. concurrent:conv_heavy+conv_small")
+    args = ap.parse_args(argv)
+    for path in args.checkpoints:
+        if not Path(path).is_file():
+            ap.error(f"--checkpoints: no file {path}")
+    if not args.checkpoints and not args.rules:
+        ap.error("name at least one of --checkpoints and --rules")
+    for name in args.rules:
+        try:
+            bl.make_baseline(name, args.seeds[0])
+        except ValueError as e:
+            ap.error(f"--rules: {e}")
+    torch.set_num_threads(1)
+    setup = bl.PRESETS[args.preset]
+    for seed in args.seeds:
+        players = [(name, bl.make_baseline(name, seed)) for name in args.rules]
+        players += [(path, bl.load_ppo_controller(path)) for path in args.checkpoints]
+        for name, controller in players:
+            timeline = Timeline(controller)
+            result = run_episode(get_task(bl.TASK, shuffle_seed=seed), timeline, bl.episode_config(setup), seed=seed)
+            print(f"task seed {seed}  {name}: {result.final_accuracy:.1f}%  {' '.join(timeline.moves)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
