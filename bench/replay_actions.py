@@ -13,11 +13,11 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_learning as bl  # noqa: E402  (the benchmark's presets, episode settings and controllers)
+import bench_learning as bl  # (the benchmark's presets, episode settings and controllers)
 
-from esper.cli import OneLineParser  # noqa: E402
-from esper.tamiyo.episode import run_episode  # noqa: E402
-from esper.tasks import get_task  # noqa: E402
+from esper.cli import OneLineParser
+from esper.tamiyo.episode import run_episode
+from esper.tasks import get_task
 
 
 class Timeline:
