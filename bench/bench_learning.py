@@ -187,10 +187,11 @@ class CurveProbe:
     def __init__(self, setup: dict[str, Any], clock: Path|None=None):
         self.setup, self.clock = setup, clock
         self.next_at = setup["eval_every"]
-        self.seconds = 0.0
+        self.seconds, self.trained = 0.0, False
         self.t0, self.before = time.perf_counter(), read_clock(clock)
 
     def __call__(self, agent: Any, record: dict[str, Any]) -> None:
+        self.trained = True
         episodes = record["episodes"]
         last = episodes >= self.setup["episodes"]
         if episodes < self.next_at and not last:
@@ -205,8 +206,8 @@ class CurveProbe:
         self.tick()
 
     def elapsed(self) -> float:
-        "Training seconds so far, runs cut short and resumed included."
-        return self.before + time.perf_counter() - self.t0
+        "Training seconds so far, runs cut short and resumed included (a resumed run that had finished adds none)."
+        return self.before + (time.perf_counter() - self.t0 if self.trained else 0.0)
 
     def tick(self) -> None:
         "Keep the elapsed time beside the checkpoint, so that a resumed run reports its whole training time."

@@ -45,9 +45,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoints", nargs="*", default=[], help="trained policies (agent.pt of a benchmark run)")
     ap.add_argument("--rules", nargs="*", default=[], help="fixed rules by name, e.g. concurrent:conv_heavy+conv_small")
     args = ap.parse_args(argv)
-    for path in args.checkpoints:
-        if not Path(path).is_file():
-            ap.error(f"--checkpoints: no file {path}")
     if not args.checkpoints and not args.rules:
         ap.error("name at least one of --checkpoints and --rules")
     for name in args.rules:
@@ -55,12 +52,16 @@ def main(argv: list[str] | None = None) -> int:
             bl.make_baseline(name, args.seeds[0])
         except ValueError as e:
             ap.error(f"--rules: {e}")
+    policies = []
+    for path in args.checkpoints:  # loaded once; a greedy policy plays every seed the same way
+        try:
+            policies.append((path, bl.load_ppo_controller(path)))
+        except (OSError, ValueError, RuntimeError) as e:  # missing, truncated or foreign: one line, no traceback
+            ap.error(f"--checkpoints: cannot load {path}: {e}")
     torch.set_num_threads(1)
     setup = bl.PRESETS[args.preset]
     for seed in args.seeds:
-        players = [(name, bl.make_baseline(name, seed)) for name in args.rules]
-        players += [(path, bl.load_ppo_controller(path)) for path in args.checkpoints]
-        for name, controller in players:
+        for name, controller in [(name, bl.make_baseline(name, seed)) for name in args.rules] + policies:
             timeline = Timeline(controller)
             result = run_episode(get_task(bl.TASK, shuffle_seed=seed), timeline, bl.episode_config(setup), seed=seed)
             print(f"task seed {seed}  {name}: {result.final_accuracy:.1f}%  {' '.join(timeline.moves)}", flush=True)

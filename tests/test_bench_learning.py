@@ -119,3 +119,21 @@ def test_replay_refuses_an_unknown_rule_in_one_line(tmp_path, run_bench):
     p = run_bench("replay_actions.py", "--rules", "conv_huge", cwd=tmp_path, timeout=60)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "--rules:" in p.stderr
+
+
+def test_replay_refuses_an_unreadable_checkpoint_in_one_line(tmp_path, run_bench):
+    (tmp_path / "bad.pt").write_text("not a checkpoint")
+    p = run_bench("replay_actions.py", "--checkpoints", str(tmp_path / "bad.pt"), cwd=tmp_path, timeout=60)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "--checkpoints: cannot load" in p.stderr
+
+
+def test_resuming_a_finished_seed_adds_no_training_time(tmp_path):
+    bl = _bench_module("bench_learning")
+    clock = tmp_path / "clock.json"
+    clock.write_text(json.dumps({"train_seconds": 797.0}))
+    probe = bl.CurveProbe({"eval_every": 16, "episodes": 320, "curve_seeds": []}, clock)
+    time.sleep(0.05)  # time passes in this process, but no update ran
+    assert probe.elapsed() == 797.0
+    probe(None, {"episodes": 8})  # an update (no curve episode due yet): its time now counts, and the clock keeps it
+    assert probe.elapsed() > 797.0 and json.loads(clock.read_text())["train_seconds"] > 797.0
