@@ -5,7 +5,7 @@
 The static host runs through the very same episode runner with a controller that always waits,
 so both arms share host, optimizer, learning rate, data order and seed.
 """
-import argparse, json, os, statistics, time
+import argparse, json, os, statistics
 from pathlib import Path
 
 import torch

@@ -18,25 +18,24 @@ A tiny run that checks the plumbing in seconds:
 import argparse
 import json
 import math
-import multiprocessing
 import os
 import platform
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
+import textwrap
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, wait
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
-from tqdm import tqdm
 
 from esper.cli import OneLineParser, interrupt_status, nonneg_int, positive_int, sigterm_as_interrupt
 from esper.leyline.files import save_figure_atomic, write_json_atomic, write_text_atomic
+from stoppable_pool import stoppable_pool
 from esper.cli.compare import make_controller, mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
 from esper.simic.rewards import RewardConfig
@@ -397,7 +396,7 @@ def plot_learning_curves(seeds: list[dict], summary: dict[str, dict], title: str
         ax.axhline(r["final_accuracy"], color=color, dashes=dash, lw=1.2,
                    label=f"{r['controller']} {r['final_accuracy']:.1f} (eval seeds)")
     ax.set(xlabel="training episodes", ylabel="greedy final accuracy on curve seeds (%)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(textwrap.fill(title, 110), fontsize=9)  # a long title (budget, rent) would be clipped
     ax.grid(alpha=.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     fig.tight_layout()
@@ -420,7 +419,7 @@ def plot_lifecycle(seeds: list[dict], histories: dict[int, list[dict]], title: s
         ax.grid(alpha=.3)
     axes[0].set_ylabel("decisions per episode")
     axes[-1].legend(fontsize=7)
-    fig.suptitle(title, fontsize=10)
+    fig.suptitle(textwrap.fill(title, 150), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -439,47 +438,34 @@ def git_state(repo: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------------------------------------- main
 
-def _init_worker() -> None:
-    "tqdm's bars share a lock, a multiprocessing semaphore by default: a thread lock, so a stopped worker leaks none."
-    tqdm.set_lock(threading.RLock())
-
-
 def run_jobs(args: argparse.Namespace, setup: dict[str, Any]) -> tuple[list[dict], list[dict]]:
     "Training, PPO evaluation and baseline jobs on a process pool; returns (trained runs, episode rows)."
     trained, rows, t0 = [], [], time.perf_counter()
     names = list(BASELINES) + args.schedules
     total = len(args.train_seeds) * (1 + len(args.eval_seeds)) + len(names) * len(args.eval_seeds)
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=args.workers, mp_context=ctx, initializer=_init_worker) as pool:
-        try:
-            jobs = {pool.submit(train_job, k, setup): ("train", k) for k in args.train_seeds}  # longest first
-            for name in names:
-                jobs.update({pool.submit(baseline_job, name, s, setup): (name, s) for s in args.eval_seeds})
-            while jobs:
-                done, _ = wait(jobs, return_when=FIRST_COMPLETED)
-                for job in done:
-                    kind, key = jobs.pop(job)
-                    result = job.result()
-                    if kind == "train":
-                        trained.append(result)
-                        for s in args.eval_seeds:
-                            jobs[pool.submit(ppo_eval_job, key, result["checkpoint"], s, setup)] = ("ppo", s)
-                        last = result["history"][-1]
-                        what = (f"trained PPO seed {key} in {result['train_seconds']:.0f} s, "
-                                f"curve {last.get('eval_accuracy', float('nan')):.1f}%")
-                    else:
-                        rows.append(result)
-                        seed = "" if result["train_seed"] is None else f" (PPO seed {result['train_seed']})"
-                        what = (f"{kind}{seed} on eval seed {key}: {result['final_accuracy']:.1f}%, "
-                                f"{result['params_in_all']} params")
-                    n = len(trained) + len(rows)
-                    print(f"[{time.perf_counter() - t0:6.0f} s] {n}/{total} {what}", flush=True)
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            for proc in multiprocessing.active_children():  # a SIGTERM reaches this process only: stop the workers
-                proc.terminate()
-                proc.join()
-            raise
+    with stoppable_pool(args.workers) as pool:
+        jobs = {pool.submit(train_job, k, setup): ("train", k) for k in args.train_seeds}  # longest first
+        for name in names:
+            jobs.update({pool.submit(baseline_job, name, s, setup): (name, s) for s in args.eval_seeds})
+        while jobs:
+            done, _ = wait(jobs, return_when=FIRST_COMPLETED)
+            for job in done:
+                kind, key = jobs.pop(job)
+                result = job.result()
+                if kind == "train":
+                    trained.append(result)
+                    for s in args.eval_seeds:
+                        jobs[pool.submit(ppo_eval_job, key, result["checkpoint"], s, setup)] = ("ppo", s)
+                    last = result["history"][-1]
+                    what = (f"trained PPO seed {key} in {result['train_seconds']:.0f} s, "
+                            f"curve {last.get('eval_accuracy', float('nan')):.1f}%")
+                else:
+                    rows.append(result)
+                    seed = "" if result["train_seed"] is None else f" (PPO seed {result['train_seed']})"
+                    what = (f"{kind}{seed} on eval seed {key}: {result['final_accuracy']:.1f}%, "
+                            f"{result['params_in_all']} params")
+                n = len(trained) + len(rows)
+                print(f"[{time.perf_counter() - t0:6.0f} s] {n}/{total} {what}", flush=True)
     return sorted(trained, key=lambda r: r["train_seed"]), rows
 
 

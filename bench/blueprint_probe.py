@@ -11,17 +11,18 @@ The "Why Tamiyo learns" chapter quotes the default run (2-core CPU, about 6 minu
 """
 import json
 import statistics
+import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 
 import torch
 from torch import nn
 
-from esper.cli import OneLineParser, nonneg_int, positive_int
+from esper.cli import OneLineParser, interrupt_status, nonneg_int, positive_int, sigterm_as_interrupt
 from esper.kasmina import blueprints as B
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tasks import get_task
+from stoppable_pool import stoppable_pool
 
 
 class TwoConvSeed(B.SeedModule):
@@ -85,9 +86,14 @@ def main(argv: list[str]|None=None) -> None:
             ScheduleTamiyo.from_name(rule)
         except ValueError as e:
             ap.error(f"--runs: {e}")
-    with ProcessPoolExecutor(args.workers) as pool:
-        for row in pool.map(probe, args.runs, [args.seeds] * len(args.runs)):
-            print(json.dumps(row), flush=True)
+    try:
+        with sigterm_as_interrupt(), stoppable_pool(args.workers) as pool:
+            for row in pool.map(probe, args.runs, [args.seeds] * len(args.runs)):
+                print(json.dumps(row), flush=True)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: every worker is stopped; the rows printed so far stand
+        word, code = interrupt_status(e)
+        print(f"blueprint_probe.py: {word}", file=sys.stderr, flush=True)
+        sys.exit(code)
 
 
 if __name__ == "__main__":

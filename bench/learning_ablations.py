@@ -22,12 +22,14 @@ On 2 cores one variant x seed takes about 6 minutes; the chapter's data came fro
 """
 import argparse
 import json
-import multiprocessing
 import os
 import statistics
+import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from esper.cli import interrupt_status, sigterm_as_interrupt
+from stoppable_pool import stoppable_pool
 
 VARIANTS = ("flat", "factored", "bootstrap", "nogate", "noprob", "rent02", "rent0")
 #: The rent weight of each rent variant (the others use `RewardConfig()`).
@@ -130,13 +132,17 @@ def main() -> None:
         return
     Path(a.out).mkdir(parents=True, exist_ok=True)
     jobs = [(v, s) for v in a.variants for s in a.seeds]
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=max(1, min(a.workers, len(jobs))), mp_context=ctx) as ex:
-        futures = [ex.submit(run_one, v, s, a.episodes, a.out, a.env_workers) for v, s in jobs]
-        for f in futures:
-            r = f.result()
-            print(f"{r['variant']:10s} seed {r['seed']}: {r['acc']:.1f}% on tuning seeds ({r['train_s']:.0f} s)",
-                  flush=True)
+    try:
+        with sigterm_as_interrupt(), stoppable_pool(max(1, min(a.workers, len(jobs)))) as ex:
+            futures = [ex.submit(run_one, v, s, a.episodes, a.out, a.env_workers) for v, s in jobs]
+            for f in futures:
+                r = f.result()
+                print(f"{r['variant']:10s} seed {r['seed']}: {r['acc']:.1f}% on tuning seeds ({r['train_s']:.0f} s)",
+                      flush=True)
+    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: every worker is stopped, the finished runs' files are kept
+        word, code = interrupt_status(e)
+        print(f"learning_ablations.py: {word}; the finished runs are in {a.out}", file=sys.stderr, flush=True)
+        sys.exit(code)
     collect(a.out, a.summary)
 
 

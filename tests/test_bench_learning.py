@@ -2,6 +2,7 @@
 import importlib.util
 import json
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -86,7 +87,9 @@ def test_sigterm_stops_every_worker_in_one_line_and_keeps_the_checkpoint(tmp_pat
 
 
 def _bench_module(name: str):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "bench" / f"{name}.py")
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    if str(bench) not in sys.path: sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
+    spec = importlib.util.spec_from_file_location(name, bench / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -137,3 +140,19 @@ def test_resuming_a_finished_seed_adds_no_training_time(tmp_path):
     assert probe.elapsed() == 797.0
     probe(None, {"episodes": 8})  # an update (no curve episode due yet): its time now counts, and the clock keeps it
     assert probe.elapsed() > 797.0 and json.loads(clock.read_text())["train_seconds"] > 797.0
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc (Linux)")
+def test_sigterm_stops_the_blueprint_probe_and_its_workers(tmp_path, start_bench):
+    "The probes share bench_learning's pool: a SIGTERM ends them in one line and leaves no worker running."
+    p = start_bench("blueprint_probe.py", "--runs", "none:schedule:conv_heavy", "none:schedule:conv_small", "--workers", "2",
+                    cwd=tmp_path)
+    deadline = time.monotonic() + 120  # a guard against a hang, not a timing
+    while len(workers := _pool_workers(p.pid)) < 2:
+        assert p.poll() is None and time.monotonic() < deadline, p.communicate()
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 143, err
+    assert err.strip().splitlines() == ["blueprint_probe.py: terminated"]
+    assert not [w for w in workers if _runs(w)]

@@ -1,0 +1,33 @@
+"""A process pool for the bench scripts that Ctrl-C or SIGTERM stops whole: no worker goes on training after its parent.
+
+A SIGTERM reaches the parent only; `ProcessPoolExecutor` on its own would leave its spawned workers running their
+jobs to the end. Inside `stoppable_pool`, any exception (a KeyboardInterrupt from `esper.cli.sigterm_as_interrupt`
+included) cancels the queued jobs and terminates and joins every worker before it propagates.
+"""
+import multiprocessing
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+
+from tqdm import tqdm
+
+
+def init_worker() -> None:
+    "tqdm's bars share a lock, a multiprocessing semaphore by default: a thread lock, so a stopped worker leaks none."
+    tqdm.set_lock(threading.RLock())
+
+
+@contextmanager
+def stoppable_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
+    "A spawn-context `ProcessPoolExecutor` of `workers` processes whose workers are stopped on any exception."
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_worker) as pool:
+        try:
+            yield pool
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in multiprocessing.active_children():
+                proc.terminate()
+                proc.join()
+            raise
