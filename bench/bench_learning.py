@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from esper.cli import OneLineParser, interrupt_status, nonneg_int, positive_int, sigterm_as_interrupt
+from esper.cli import OneLineParser, interrupt_status, nonneg_int, positive_float, positive_int, sigterm_as_interrupt
 from esper.leyline.files import save_figure_atomic, write_json_atomic, write_text_atomic
 from stoppable_pool import stoppable_pool
 from esper.cli.compare import make_controller, mean_ci95
@@ -100,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--rent-weight", type=float, default=None,
       help="PPO's reward: parameter rent per host-size of seed parameters (short: RewardConfig's, 0.05; full: 0, "
            "the budget prices parameters); given, the table says it")
+    a("--lr", type=positive_float, default=None,
+      help="PPO learning rate, for tuning runs: given, the table says the preset was changed (default: "
+           "TrainingConfig's, 3e-4)")
     a("--env-workers", type=nonneg_int, default=0,
       help="environment worker processes per training seed (train_ppo_vectorized's workers); 0 = step the envs in "
            "the training job's own process (default: 0). With K > 0, give --workers about cores / K")
@@ -127,6 +130,7 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         if key in ("max_batches", "param_budget") and given == 0: given = None  # 0 = every batch, no budget
         setattr(args, key, given)
         if given != value: args.overrides[key] = given
+    if args.lr is not None: args.overrides["lr"] = args.lr
     if args.rent_weight is not None and not args.rent_weight >= 0:
         ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 for PPO (got {args.max_epochs})")
@@ -481,7 +485,8 @@ def main(argv: list[str]|None=None) -> int:
     setup = {"out": str(args.out), "episodes": args.episodes, "n_envs": args.n_envs, "max_epochs": args.max_epochs,
              "max_batches": args.max_batches, "lr_schedule": args.lr_schedule, "param_budget": args.param_budget,
              "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
-             "ppo": dict(PPO_SETTINGS), "env_workers": args.env_workers, "resume": args.resume,
+             "ppo": dict(PPO_SETTINGS) | ({} if args.lr is None else {"lr": args.lr}),
+             "env_workers": args.env_workers, "resume": args.resume,
              "rent_weight": args.rent_weight}
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
               "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,

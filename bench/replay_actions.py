@@ -1,8 +1,10 @@
 """When does each controller act? Replays trained policies and fixed rules on task seeds and prints their timelines.
 
 Each controller plays one episode per task seed, exactly as the learning benchmark evaluates it, and every decision
-other than WAIT is printed as `epoch:OP[/blueprint]@slot`, followed by the final accuracy. For example, the policies of
-a `--preset full` benchmark run against its best rule:
+other than WAIT is printed as `epoch:OP[/blueprint]@slot`, followed by the final accuracy. With --probs, a policy's
+line is followed by its unsure decisions (no legal action above 0.95 probability) as `epoch:OP p/OP p`, its two
+likeliest actions: a greedy policy takes the first. For example, the policies of a `--preset full` benchmark run
+against its best rule:
     OMP_NUM_THREADS=1 .venv/bin/python bench/replay_actions.py --preset full --seeds 2000 2004 \\
         --checkpoints runs/bench_learning/full/seed1/agent.pt --rules concurrent:conv_heavy+conv_small
 """
@@ -16,18 +18,29 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_learning as bl  # (the benchmark's presets, episode settings and controllers)
 
 from esper.cli import OneLineParser
+from esper.leyline import flat_to_op
+from esper.simic.env import PPOController
 from esper.tamiyo.episode import run_episode
 from esper.tasks import get_task
 
 
+UNSURE = 0.95  # a decision whose likeliest legal action has less probability than this is printed by --probs
+
+
+def _name(flat: int) -> str:
+    op, blueprint = flat_to_op(flat)
+    return op.name + (f"/{blueprint}" if blueprint else "")
+
+
 class Timeline:
-    "Wraps a controller and records its decisions other than WAIT."
+    "Wraps a controller and records its decisions other than WAIT (and, for a flat policy, its unsure ones)."
 
     def __init__(self, controller: Any):
-        self.controller, self.moves = controller, []
+        self.controller, self.moves, self.unsure = controller, [], []
 
     def reset(self) -> None:
         self.moves.clear()
+        self.unsure.clear()
         self.controller.reset()
 
     def decide(self, observation: dict[str, Any], model: Any) -> Any:
@@ -35,6 +48,16 @@ class Timeline:
         if action.op.name != "WAIT":
             what = f"/{action.blueprint}" if action.op.name == "GERMINATE" and action.blueprint else ""
             self.moves.append(f"{observation['epoch']}:{action.op.name}{what}@{action.slot}")
+        if isinstance(self.controller, PPOController) and not self.controller.agent.factored:
+            d = self.controller.decisions[-1]
+            with torch.no_grad():
+                logits, _ = self.controller.agent.network(d.state.reshape(1, -1))
+            logits = logits["action"] if isinstance(logits, dict) else logits  # a flat policy's one head
+            probs = torch.softmax(logits.reshape(-1).masked_fill(~d.mask, float("-inf")), -1)
+            top = probs.topk(2)
+            if float(top.values[0]) < UNSURE:
+                self.unsure.append(f"{observation['epoch']}:" + "/".join(
+                    f"{_name(int(i))} {float(p):.2f}" for p, i in zip(top.values, top.indices)))
         return action
 
 
@@ -44,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, nargs="+", default=[2000], help="task seeds to play (default: 2000)")
     ap.add_argument("--checkpoints", nargs="*", default=[], help="trained policies (agent.pt of a benchmark run)")
     ap.add_argument("--rules", nargs="*", default=[], help="fixed rules by name, e.g. concurrent:conv_heavy+conv_small")
+    ap.add_argument("--probs", action="store_true",
+                    help=f"after each flat policy's line, its decisions with no action above {UNSURE} probability")
     args = ap.parse_args(argv)
     if not args.checkpoints and not args.rules:
         ap.error("name at least one of --checkpoints and --rules")
@@ -65,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             timeline = Timeline(controller)
             result = run_episode(get_task(bl.TASK, shuffle_seed=seed), timeline, bl.episode_config(setup), seed=seed)
             print(f"task seed {seed}  {name}: {result.final_accuracy:.1f}%  {' '.join(timeline.moves)}", flush=True)
+            if args.probs and timeline.unsure:
+                print(f"    unsure: {' '.join(timeline.unsure)}", flush=True)
     return 0
 
 

@@ -17,9 +17,11 @@ TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs",
 
 def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
     out = tmp_path / "bl"
-    p = run_bench("bench_learning.py", *TINY, "--out", str(out), cwd=tmp_path, timeout=120)
+    p = run_bench("bench_learning.py", *TINY, "--lr", "0.002", "--out", str(out), cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads((out / "results.json").read_text())
+    assert res["config"]["overrides"]["lr"] == 0.002 and "lr=0.002" in res["table"]  # a tuning run says so
+    assert load_ppo_controller(str(out / "seed0" / "agent.pt")).agent.config.lr == 0.002  # and trains with it
     names = ["static", "random", "heuristic", "schedule:conv_small", "concurrent:conv_small+depthwise", "ppo"]
     assert list(res["summary"]) == names
     for name in names:
@@ -145,8 +147,8 @@ def test_resuming_a_finished_seed_adds_no_training_time(tmp_path):
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads a process's children from /proc (Linux)")
 def test_sigterm_stops_the_blueprint_probe_and_its_workers(tmp_path, start_bench):
     "The probes share bench_learning's pool: a SIGTERM ends them in one line and leaves no worker running."
-    p = start_bench("blueprint_probe.py", "--runs", "none:schedule:conv_heavy", "none:schedule:conv_small", "--workers", "2",
-                    cwd=tmp_path)
+    p = start_bench("blueprint_probe.py", "--runs", "none:schedule:conv_heavy", "none:schedule:conv_small",
+                    "--workers", "2", cwd=tmp_path)
     deadline = time.monotonic() + 120  # a guard against a hang, not a timing
     while len(workers := _pool_workers(p.pid)) < 2:
         assert p.poll() is None and time.monotonic() < deadline, p.communicate()
@@ -156,3 +158,50 @@ def test_sigterm_stops_the_blueprint_probe_and_its_workers(tmp_path, start_bench
     assert p.returncode == 143, err
     assert err.strip().splitlines() == ["blueprint_probe.py: terminated"]
     assert not [w for w in workers if _runs(w)]
+
+
+def test_a_delayed_rule_is_the_rule_at_zero_and_moves_k_epochs_after_the_gate_opens():
+    from esper.leyline import LifecycleOp
+    from esper.tamiyo.baselines import ScheduleTamiyo
+    from esper.tamiyo.episode import EpisodeConfig, run_episode
+    from esper.tasks import get_task
+    tp = _bench_module("timing_probe")
+    plan = ("conv_heavy", "conv_small")
+
+    def moves(controller):
+        "Every non-WAIT decision as (epoch, op, slot), and the final accuracy."
+        log, decide = [], controller.decide
+        def logged(obs, model):
+            action = decide(obs, model)
+            if action.op != LifecycleOp.WAIT: log.append((obs["epoch"], action.op.name, action.slot))
+            return action
+        controller.decide = logged
+        result = run_episode(get_task("mnist1d", shuffle_seed=0), controller, EpisodeConfig(max_epochs=12, max_batches=4),
+                             seed=0)
+        return log, result.final_accuracy
+
+    rule = moves(ScheduleTamiyo(plan, concurrent=True))
+    assert moves(tp.DelayedSchedule(plan, 0)) == rule
+    late, _ = moves(tp.DelayedSchedule(plan, 2))
+    first_advance = lambda log: next(epoch for epoch, op, _ in log if op == "ADVANCE")
+    assert first_advance(late) == first_advance(rule[0]) + 2
+    assert [op for _, op, _ in late if op == "GERMINATE"] == ["GERMINATE"] * 2  # planted as the rule plants
+    with pytest.raises(ValueError, match="delay must be >= 0"):
+        tp.DelayedSchedule(plan, -1)
+
+
+def test_replay_probs_lists_a_policys_unsure_decisions_likeliest_first(tmp_path, run_bench):
+    import re
+    from esper.simic import PPOAgent
+    from esper.simic.env import action_dim, state_dim
+    PPOAgent(state_dim(2), action_dim(2, False)).save(tmp_path / "fresh.pt")  # untrained: unsure everywhere
+    p = run_bench("replay_actions.py", "--preset", "short", "--seeds", "2000", "--checkpoints",
+                  str(tmp_path / "fresh.pt"), "--probs", cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    timeline, unsure = p.stdout.strip().splitlines()
+    assert timeline.startswith(f"task seed 2000  {tmp_path / 'fresh.pt'}: ")
+    entry = r"(\d+):([A-Za-z_/]+) ([\d.]+)/([A-Za-z_/]+) ([\d.]+)"
+    assert re.fullmatch(rf"    unsure: {entry}( {entry})*", unsure), unsure
+    pairs = re.findall(entry, unsure)
+    assert [int(m[0]) for m in pairs] == sorted(int(m[0]) for m in pairs)  # in epoch order
+    assert all(float(m[2]) >= float(m[4]) and float(m[2]) < 0.95 for m in pairs)  # likeliest first, none sure
