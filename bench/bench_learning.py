@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--lr", type=positive_float, default=None,
       help="PPO learning rate, for tuning runs: given, the table says the preset was changed (default: "
            "TrainingConfig's, 3e-4)")
+    a("--gae-lambda", type=float, default=None,
+      help="PPO's GAE lambda in [0, 1], for tuning runs: given, the table says the preset was changed (default: "
+           "TrainingConfig's, 0.95)")
     a("--env-workers", type=nonneg_int, default=0,
       help="environment worker processes per training seed (train_ppo_vectorized's workers); 0 = step the envs in "
            "the training job's own process (default: 0). With K > 0, give --workers about cores / K")
@@ -130,7 +133,10 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         if key in ("max_batches", "param_budget") and given == 0: given = None  # 0 = every batch, no budget
         setattr(args, key, given)
         if given != value: args.overrides[key] = given
-    if args.lr is not None: args.overrides["lr"] = args.lr
+    if args.gae_lambda is not None and not 0 <= args.gae_lambda <= 1:
+        ap.error(f"--gae-lambda must be in [0, 1] (got {args.gae_lambda})")
+    args.ppo_overrides = {k: v for k, v in (("lr", args.lr), ("gae_lambda", args.gae_lambda)) if v is not None}
+    args.overrides |= args.ppo_overrides
     if args.rent_weight is not None and not args.rent_weight >= 0:
         ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 for PPO (got {args.max_epochs})")
@@ -485,7 +491,7 @@ def main(argv: list[str]|None=None) -> int:
     setup = {"out": str(args.out), "episodes": args.episodes, "n_envs": args.n_envs, "max_epochs": args.max_epochs,
              "max_batches": args.max_batches, "lr_schedule": args.lr_schedule, "param_budget": args.param_budget,
              "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
-             "ppo": dict(PPO_SETTINGS) | ({} if args.lr is None else {"lr": args.lr}),
+             "ppo": dict(PPO_SETTINGS) | args.ppo_overrides,
              "env_workers": args.env_workers, "resume": args.resume,
              "rent_weight": args.rent_weight}
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,

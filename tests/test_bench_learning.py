@@ -17,11 +17,13 @@ TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs",
 
 def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
     out = tmp_path / "bl"
-    p = run_bench("bench_learning.py", *TINY, "--lr", "0.002", "--out", str(out), cwd=tmp_path, timeout=120)
+    p = run_bench("bench_learning.py", *TINY, "--lr", "0.002", "--gae-lambda", "0.8", "--out", str(out), cwd=tmp_path,
+                  timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads((out / "results.json").read_text())
-    assert res["config"]["overrides"]["lr"] == 0.002 and "lr=0.002" in res["table"]  # a tuning run says so
-    assert load_ppo_controller(str(out / "seed0" / "agent.pt")).agent.config.lr == 0.002  # and trains with it
+    assert res["config"]["overrides"]["lr"] == 0.002 and "lr=0.002, gae_lambda=0.8" in res["table"]  # a tuning run
+    agent = load_ppo_controller(str(out / "seed0" / "agent.pt")).agent  # says so, and trains with them
+    assert (agent.config.lr, agent.config.gae_lambda) == (0.002, 0.8)
     names = ["static", "random", "heuristic", "schedule:conv_small", "concurrent:conv_small+depthwise", "ppo"]
     assert list(res["summary"]) == names
     for name in names:
@@ -52,6 +54,14 @@ def test_refuses_eval_seeds_that_training_uses(tmp_path, run_bench):
                   cwd=tmp_path, timeout=120)
     assert p.returncode == 2
     assert "--eval-seeds [3] are task seeds that training episodes use" in p.stderr
+    assert not (tmp_path / "bl").exists()
+
+
+def test_refuses_a_gae_lambda_outside_the_unit_interval_in_one_line(tmp_path, run_bench):
+    p = run_bench("bench_learning.py", *TINY, "--gae-lambda", "1.5", "--out", str(tmp_path / "bl"), cwd=tmp_path,
+                  timeout=120)
+    line = "bench_learning.py: error: --gae-lambda must be in [0, 1] (got 1.5)"
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [line]
     assert not (tmp_path / "bl").exists()
 
 
@@ -176,8 +186,8 @@ def test_a_delayed_rule_is_the_rule_at_zero_and_moves_k_epochs_after_the_gate_op
             if action.op != LifecycleOp.WAIT: log.append((obs["epoch"], action.op.name, action.slot))
             return action
         controller.decide = logged
-        result = run_episode(get_task("mnist1d", shuffle_seed=0), controller, EpisodeConfig(max_epochs=12, max_batches=4),
-                             seed=0)
+        config = EpisodeConfig(max_epochs=12, max_batches=4)
+        result = run_episode(get_task("mnist1d", shuffle_seed=0), controller, config, seed=0)
         return log, result.final_accuracy
 
     rule = moves(ScheduleTamiyo(plan, concurrent=True))
