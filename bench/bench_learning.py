@@ -35,7 +35,6 @@ import torch
 
 from esper.cli import OneLineParser, interrupt_status, nonneg_int, positive_float, positive_int, sigterm_as_interrupt
 from esper.leyline.files import save_figure_atomic, write_json_atomic, write_text_atomic
-from stoppable_pool import stoppable_pool
 from esper.cli.compare import make_controller, mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
 from esper.simic.rewards import RewardConfig
@@ -45,6 +44,7 @@ from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tasks import get_task
 from esper.tolaria import LR_SCHEDULES
+from stoppable_pool import stoppable_pool  # bench/ is on sys.path: this script's own folder
 
 TASK = "mnist1d"
 #: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them.
