@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from esper.cli import OneLineParser, interrupt_status, nonneg_int, positive_float, positive_int, sigterm_as_interrupt
+from esper.cli import OneLineParser, nonneg_int, positive_float, positive_int
 from esper.leyline.files import save_figure_atomic, write_json_atomic, write_text_atomic
 from esper.cli.compare import make_controller, mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
@@ -44,7 +44,7 @@ from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tasks import get_task
 from esper.tolaria import LR_SCHEDULES
-from stoppable_pool import stoppable_pool  # bench/ is on sys.path: this script's own folder
+from stoppable_pool import stoppable_pool, stops_in_one_line  # bench/ is on sys.path: this script's own folder
 
 TASK = "mnist1d"
 #: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them.
@@ -506,14 +506,9 @@ def main(argv: list[str]|None=None) -> int:
              f"{args.episodes} PPO episodes x {len(args.train_seeds)} seeds, eval seeds {args.eval_seeds}")
     print(f"learning benchmark, preset {args.preset}: {title}; {args.workers} workers -> {args.out}", flush=True)
 
-    try:
-        with sigterm_as_interrupt():
-            trained, rows = run_jobs(args, setup)
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: one line, and the checkpoints written so far stay valid
-        word, code = interrupt_status(e)
-        print(f"bench_learning.py: {word}; the training checkpoints in {args.out} are kept: "
-              "run the same command with --resume to continue", file=sys.stderr, flush=True)
-        return code
+    kept = f"the training checkpoints in {args.out} are kept: run the same command with --resume to continue"
+    with stops_in_one_line("bench_learning.py", kept):  # Ctrl-C or SIGTERM: the checkpoints written stay valid
+        trained, rows = run_jobs(args, setup)
     ppo_rows = {k: [r for r in rows if r["controller"] == "ppo" and r["train_seed"] == k] for k in args.train_seeds}
     seeds = [seed_summary(t, ppo_rows[t["train_seed"]]) for t in trained]
     summary = {}

@@ -11,18 +11,17 @@ The "Why Tamiyo learns" chapter quotes the default run (2-core CPU, about 6 minu
 """
 import json
 import statistics
-import sys
 import time
 
 import torch
 from torch import nn
 
-from esper.cli import OneLineParser, interrupt_status, nonneg_int, positive_int, sigterm_as_interrupt
+from esper.cli import OneLineParser, nonneg_int, positive_int
 from esper.kasmina import blueprints as B
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tasks import get_task
-from stoppable_pool import stoppable_pool
+from stoppable_pool import stoppable_pool, stops_in_one_line
 
 
 class TwoConvSeed(B.SeedModule):
@@ -86,14 +85,9 @@ def main(argv: list[str]|None=None) -> None:
             ScheduleTamiyo.from_name(rule)
         except ValueError as e:
             ap.error(f"--runs: {e}")
-    try:
-        with sigterm_as_interrupt(), stoppable_pool(args.workers) as pool:
-            for row in pool.map(probe, args.runs, [args.seeds] * len(args.runs)):
-                print(json.dumps(row), flush=True)
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: every worker is stopped; the rows printed so far stand
-        word, code = interrupt_status(e)
-        print(f"blueprint_probe.py: {word}", file=sys.stderr, flush=True)
-        sys.exit(code)
+    with stops_in_one_line("blueprint_probe.py"), stoppable_pool(args.workers) as pool:  # the rows printed stand
+        for row in pool.map(probe, args.runs, [args.seeds] * len(args.runs)):
+            print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

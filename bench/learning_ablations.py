@@ -24,12 +24,10 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-from esper.cli import interrupt_status, sigterm_as_interrupt
-from stoppable_pool import stoppable_pool
+from stoppable_pool import stoppable_pool, stops_in_one_line
 
 VARIANTS = ("flat", "factored", "bootstrap", "nogate", "noprob", "rent02", "rent0")
 #: The rent weight of each rent variant (the others use `RewardConfig()`).
@@ -132,17 +130,13 @@ def main() -> None:
         return
     Path(a.out).mkdir(parents=True, exist_ok=True)
     jobs = [(v, s) for v in a.variants for s in a.seeds]
-    try:
-        with sigterm_as_interrupt(), stoppable_pool(max(1, min(a.workers, len(jobs)))) as ex:
-            futures = [ex.submit(run_one, v, s, a.episodes, a.out, a.env_workers) for v, s in jobs]
-            for f in futures:
-                r = f.result()
-                print(f"{r['variant']:10s} seed {r['seed']}: {r['acc']:.1f}% on tuning seeds ({r['train_s']:.0f} s)",
-                      flush=True)
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: every worker is stopped, the finished runs' files are kept
-        word, code = interrupt_status(e)
-        print(f"learning_ablations.py: {word}; the finished runs are in {a.out}", file=sys.stderr, flush=True)
-        sys.exit(code)
+    kept = f"the finished runs are in {a.out}"
+    with stops_in_one_line("learning_ablations.py", kept), stoppable_pool(max(1, min(a.workers, len(jobs)))) as ex:
+        futures = [ex.submit(run_one, v, s, a.episodes, a.out, a.env_workers) for v, s in jobs]
+        for f in futures:
+            r = f.result()
+            print(f"{r['variant']:10s} seed {r['seed']}: {r['acc']:.1f}% on tuning seeds ({r['train_s']:.0f} s)",
+                  flush=True)
     collect(a.out, a.summary)
 
 

@@ -2,15 +2,21 @@
 
 A SIGTERM reaches the parent only; `ProcessPoolExecutor` on its own would leave its spawned workers running their
 jobs to the end. Inside `stoppable_pool`, any exception (a KeyboardInterrupt from `esper.cli.sigterm_as_interrupt`
-included) cancels the queued jobs and terminates and joins every worker before it propagates.
+included) cancels the queued jobs and terminates and joins every worker before it propagates. `stops_in_one_line`
+turns Ctrl-C or SIGTERM into that KeyboardInterrupt and ends the script with one line and exit 130 or 143:
+
+    with stops_in_one_line("probe.py"), stoppable_pool(2) as pool: ...
 """
 import multiprocessing
+import sys
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 
 from tqdm import tqdm
+
+from esper.cli import interrupt_status, sigterm_as_interrupt
 
 
 def init_worker() -> None:
@@ -31,3 +37,15 @@ def stoppable_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
                 proc.terminate()
                 proc.join()
             raise
+
+
+@contextmanager
+def stops_in_one_line(prog: str, kept: str = "") -> Iterator[None]:
+    "SIGTERM as KeyboardInterrupt in the body; either ends the script with `<prog>: <terminated|interrupted>[; kept]`."
+    try:
+        with sigterm_as_interrupt():
+            yield
+    except KeyboardInterrupt as e:
+        word, code = interrupt_status(e)
+        print(f"{prog}: {word}" + (f"; {kept}" if kept else ""), file=sys.stderr, flush=True)
+        sys.exit(code)

@@ -12,19 +12,18 @@ The "Why Tamiyo learns" chapter quotes the default run (2-core CPU, about 3 minu
 """
 import json
 import statistics
-import sys
 import time
 from typing import Any
 
 import torch
 
-from esper.cli import OneLineParser, interrupt_status, nonneg_int, positive_int, sigterm_as_interrupt
+from esper.cli import OneLineParser, nonneg_int, positive_int
 from esper.leyline import LifecycleOp, SeedStage
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tamiyo.signals import TamiyoAction
 from esper.tasks import get_task
-from stoppable_pool import stoppable_pool
+from stoppable_pool import stoppable_pool, stops_in_one_line
 
 FULL = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500)
 _MOVE = {SeedStage.GERMINATED: LifecycleOp.ADVANCE, SeedStage.TRAINING: LifecycleOp.ADVANCE,
@@ -88,15 +87,10 @@ def main(argv: list[str]|None=None) -> None:
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 (got {args.max_epochs})")
     config = EpisodeConfig(max_epochs=args.max_epochs, max_batches=args.max_batches or None, lr_schedule="cosine",
                            param_budget=2500)
-    try:
-        with sigterm_as_interrupt(), stoppable_pool(args.workers) as pool:
-            jobs = [pool.submit(probe, blueprints, d, args.seeds, config) for d in args.delays]
-            for job in jobs:
-                print(json.dumps(job.result()), flush=True)
-    except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: every worker is stopped; the lines printed so far stand
-        word, code = interrupt_status(e)
-        print(f"timing_probe.py: {word}", file=sys.stderr, flush=True)
-        sys.exit(code)
+    with stops_in_one_line("timing_probe.py"), stoppable_pool(args.workers) as pool:  # the lines printed stand
+        jobs = [pool.submit(probe, blueprints, d, args.seeds, config) for d in args.delays]
+        for job in jobs:
+            print(json.dumps(job.result()), flush=True)
 
 
 if __name__ == "__main__":
