@@ -47,16 +47,19 @@ from esper.tolaria import LR_SCHEDULES
 from stoppable_pool import stoppable_pool, stops_in_one_line  # bench/ is on sys.path: this script's own folder
 
 TASK = "mnist1d"
-#: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them.
+#: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them. PPO's learning rate and GAE lambda
+#: are preset values below (None = TrainingConfig's default).
 PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_anneal_episodes": 240}
 #: What each preset trains and evaluates on; max_batches None = every batch of the epoch.
 PRESETS = {
     "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
-              "lr_schedule": "constant", "param_budget": None, "rent_weight": None},   # rent: RewardConfig's
+              "lr_schedule": "constant", "param_budget": None, "rent_weight": None,    # rent: RewardConfig's
+              "lr": None, "gae_lambda": None},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,
-             "rent_weight": 0.0},                                                  # which price them: no rent
+             "rent_weight": 0.0,                                                   # which price them: no rent;
+             "lr": None, "gae_lambda": 0.8},                                       # advantages over ~5 decisions
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
@@ -101,11 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
       help="PPO's reward: parameter rent per host-size of seed parameters (short: RewardConfig's, 0.05; full: 0, "
            "the budget prices parameters); given, the table says it")
     a("--lr", type=positive_float, default=None,
-      help="PPO learning rate, for tuning runs: given, the table says the preset was changed (default: "
+      help="PPO learning rate, for tuning runs: given, the table says the preset was changed (preset: "
            "TrainingConfig's, 3e-4)")
     a("--gae-lambda", type=float, default=None,
-      help="PPO's GAE lambda in [0, 1], for tuning runs: given, the table says the preset was changed (default: "
-           "TrainingConfig's, 0.95)")
+      help="PPO's GAE lambda in [0, 1], for tuning runs: given, the table says the preset was changed (short: "
+           "TrainingConfig's, 0.95; full: 0.8)")
     a("--env-workers", type=nonneg_int, default=0,
       help="environment worker processes per training seed (train_ppo_vectorized's workers); 0 = step the envs in "
            "the training job's own process (default: 0). With K > 0, give --workers about cores / K")
@@ -135,8 +138,7 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         if given != value: args.overrides[key] = given
     if args.gae_lambda is not None and not 0 <= args.gae_lambda <= 1:
         ap.error(f"--gae-lambda must be in [0, 1] (got {args.gae_lambda})")
-    args.ppo_overrides = {k: v for k, v in (("lr", args.lr), ("gae_lambda", args.gae_lambda)) if v is not None}
-    args.overrides |= args.ppo_overrides
+    args.ppo_settings = {k: v for k, v in (("lr", args.lr), ("gae_lambda", args.gae_lambda)) if v is not None}
     if args.rent_weight is not None and not args.rent_weight >= 0:
         ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 for PPO (got {args.max_epochs})")
@@ -491,7 +493,7 @@ def main(argv: list[str]|None=None) -> int:
     setup = {"out": str(args.out), "episodes": args.episodes, "n_envs": args.n_envs, "max_epochs": args.max_epochs,
              "max_batches": args.max_batches, "lr_schedule": args.lr_schedule, "param_budget": args.param_budget,
              "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
-             "ppo": dict(PPO_SETTINGS) | args.ppo_overrides,
+             "ppo": dict(PPO_SETTINGS) | args.ppo_settings,
              "env_workers": args.env_workers, "resume": args.resume,
              "rent_weight": args.rent_weight}
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,

@@ -143,6 +143,17 @@ def test_replay_refuses_an_unreadable_checkpoint_in_one_line(tmp_path, run_bench
     assert "--checkpoints: cannot load" in p.stderr
 
 
+def test_the_full_preset_sets_gae_lambda_without_calling_it_a_change(tmp_path):
+    bl = _bench_module("bench_learning")
+    resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
+    full, short = resolve("--preset", "full"), resolve("--preset", "short")
+    assert full.ppo_settings == {"gae_lambda": 0.8} and full.overrides == {}
+    assert short.ppo_settings == {} and short.overrides == {}  # TrainingConfig's defaults
+    assert resolve("--preset", "full", "--gae-lambda", "0.8").overrides == {}  # the preset's own value
+    assert resolve("--preset", "full", "--gae-lambda", "0.95").overrides == {"gae_lambda": 0.95}
+    assert resolve("--preset", "short", "--lr", "0.001").overrides == {"lr": 0.001}
+
+
 def test_resuming_a_finished_seed_adds_no_training_time(tmp_path):
     bl = _bench_module("bench_learning")
     clock = tmp_path / "clock.json"
