@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = ap.add_argument
     a("--preset", choices=tuple(PRESETS), default="short",
       help="short: the `make run` setting (15 epochs x 30 batches, 320 episodes, 8 envs); "
-           "full: 30-epoch episodes on every batch, same PPO settings (default: short)")
+           "full: 30-epoch episodes on every batch within 2,500 parameters, PPO with GAE lambda 0.8 (default: short)")
     a("--episodes", type=positive_int, default=None, help="PPO training episodes per training seed (preset: 320)")
     a("--max-epochs", type=positive_int, default=None, help="epochs per episode, >= 2 (short: 15, full: 30)")
     a("--max-batches", type=nonneg_int, default=None,
