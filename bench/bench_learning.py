@@ -62,9 +62,8 @@ PRESETS = {
              "lr": None, "gae_lambda": 0.8},                                       # advantages over ~5 decisions
 }
 BASELINES = ("static", "random", "heuristic")
-DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "conv_heavy,conv_pair",
-                     "concurrent:conv_heavy,conv_heavy", "concurrent:conv_heavy,depthwise",
-                     "concurrent:conv_heavy,conv_small", "concurrent:conv_heavy,conv_pair")
+DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
+                     "concurrent:conv_heavy,depthwise", "concurrent:conv_heavy,conv_small")
 #: Decisions counted per episode in lifecycle.png (keys of the history's `action_counts`).
 LIFECYCLE_OPS = ("GERMINATE", "PRUNE", "FOSSILIZE", "ADVANCE")
 MIN_EXPLAINED_VARIANCE = 0.3

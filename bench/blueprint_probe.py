@@ -38,12 +38,11 @@ class TwoConvSeed(B.SeedModule):
         return self.body(h)
 
 
-#: Candidate seeds by name: (first kernel, second kernel, dilation of the second). The probe's first winner, two
-#: k=3 convs, is the package's `conv_pair` blueprint now.
-CANDIDATES = {"k3_dilated": (3, 3, 2), "k5_1x1": (5, 1, 1), "k5_k5": (5, 5, 1)}
-#: Rules tried by default: `none` plays a rule over the package's blueprints, for reference.
+#: Candidate seeds by name: (first kernel, second kernel, dilation of the second).
+CANDIDATES = {"k3_k3": (3, 3, 1), "k3_dilated": (3, 3, 2), "k5_1x1": (5, 1, 1), "k5_k5": (5, 5, 1)}
+#: Rules tried by default: `none` plays a rule over today's blueprints, for reference.
 DEFAULT_RUNS = ("none:concurrent:conv_heavy+conv_small", "none:concurrent:conv_heavy+depthwise",
-                "none:concurrent:conv_heavy+conv_pair", "none:concurrent:conv_pair+conv_heavy",
+                "k3_k3:concurrent:conv_heavy+attention", "k3_k3:concurrent:attention+conv_heavy",
                 "k3_dilated:concurrent:conv_heavy+attention", "k5_1x1:concurrent:conv_heavy+attention",
                 "k5_k5:concurrent:attention+attention")
 
@@ -74,7 +73,7 @@ def main(argv: list[str]|None=None) -> None:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="blueprint_probe.py")
     ap.add_argument("--runs", nargs="+", default=list(DEFAULT_RUNS), metavar="CANDIDATE:RULE",
                     help=f"candidate (one of {', '.join(CANDIDATES)}, or none) and a fixed rule's name, e.g. "
-                         "k5_1x1:concurrent:conv_heavy+attention")
+                         "k3_k3:concurrent:conv_heavy+attention")
     ap.add_argument("--seeds", type=nonneg_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
                     help="task seeds (default: 1000-1004, never the held-out 2000-2004)")
     ap.add_argument("--workers", type=positive_int, default=1, help="worker processes (default: 1)")
