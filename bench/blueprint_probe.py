@@ -2,12 +2,14 @@
 
 A candidate is tried without adding it to the action space: for the run it takes the place of the `attention`
 blueprint in the 1-D registry, so a rule that names `attention` grows the candidate. Each rule plays 30-epoch
-episodes on every batch with cosine learning rates (the learning benchmark's `full` preset) on tuning task seeds,
-never on the benchmark's held-out seeds 2000-2004. One line of JSON per candidate and rule.
+episodes on every batch with cosine learning rates and the 2,500-parameter budget (the learning benchmark's `full`
+preset) on tuning task seeds, never on the benchmark's held-out seeds 2000-2004. One line of JSON per candidate and
+rule.
 
     OMP_NUM_THREADS=1 python bench/blueprint_probe.py --workers 2
 
-The "Why Tamiyo learns" chapter quotes the default run (2-core CPU, about 6 minutes).
+The README and the "Why Tamiyo learns" chapter quote its two reference rules and `k3_k3` in both block orders
+(`--runs` as given there; about 5 minutes on one core).
 """
 import json
 import statistics
