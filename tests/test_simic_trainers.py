@@ -186,3 +186,18 @@ def test_bad_arguments_name_the_field():
     with pytest.raises(ValueError, match="max_epochs must be >= 2"): train_ppo_vectorized(n_episodes=1, max_epochs=1)
     with pytest.raises(ValueError, match="entropy_anneal_episodes"):
         train_ppo_vectorized(n_episodes=1, max_epochs=2, entropy_anneal_episodes=-1, episode_config=FAST)
+
+
+def test_a_stop_right_after_a_checkpoint_lands_reports_that_checkpoint(tmp_path, monkeypatch):
+    "A signal between the checkpoint's rename and the trainer's bookkeeping: the file on disk is whole and named."
+    import esper.simic.vectorized as vec
+    from esper.simic.vectorized import TrainingInterrupted
+
+    def stop(*args, **kwargs): raise KeyboardInterrupt  # the signal arrives while the checkpoint event is emitted
+    monkeypatch.setattr(vec, "emit_checkpoint", stop)
+    save = tmp_path / "agent.pt"
+    with pytest.raises(TrainingInterrupted) as info:
+        train_ppo_vectorized(n_episodes=4, n_envs=2, max_epochs=2, episode_config=FAST, ppo_kwargs=PPO,
+                             save_path=save)
+    assert (info.value.batches_saved, info.value.checkpoint) == (1, str(save))
+    assert info.value.episodes_saved == 2

@@ -250,6 +250,15 @@ def _batch_record(b: int, episodes: int, results, envs, coef: float, metrics: di
     }
 
 
+def _file_id(path: str | Path) -> tuple[int, int] | None:
+    "Device and inode of `path` (None when it does not exist): an atomic rename gives the file new ones."
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def _fmt(r: dict) -> str:
     ent = " ".join(f"{k.split('/')[1]}={v:.2f}" for k, v in r.items() if k.startswith("head_entropy/"))
     return (
@@ -351,7 +360,7 @@ def ppo_training_loop(
         "reward_config": _plain(reward_config or RewardConfig()),
         "episode_config": _plain(cfg),
     }
-    history, start, saved = [], 0, None
+    history, start, saved, writing = [], 0, None, None
     if resume is not None:
         st = load_training_checkpoint(resume, agent)
         check_resume_config(st["config"], run_cfg, resume)
@@ -451,14 +460,17 @@ def ppo_training_loop(
                 bar.set_postfix(acc=f"{rec['avg_accuracy']:.1f}", ret=f"{rec['avg_reward']:.3f}")
                 bar.write(_fmt(rec))
             if save_path is not None and ((b + 1) % checkpoint_every == 0 or b + 1 == n_batches):
+                writing = (b + 1, _file_id(save_path))
                 save_training_checkpoint(
                     save_path,
                     agent,
                     {"batches_done": b + 1, "history": history, "config": run_cfg, "rng": capture_rng()},
                 )
+                saved, writing = b + 1, None
                 emit_checkpoint(hub, save_path, b)
-                saved = b + 1
     except KeyboardInterrupt as e:  # Ctrl-C or SIGTERM: say how far the run got and what its checkpoint holds
+        if writing is not None and _file_id(save_path) != writing[1]:  # stopped after the rename landed
+            saved = writing[0]
         raise TrainingInterrupted(history, saved, None if saved is None else str(save_path), e) from e
     finally:  # on an error or Ctrl-C too: no worker outlives the run, and the last checkpoint is a whole one
         if pool is not None:
