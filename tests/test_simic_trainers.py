@@ -188,15 +188,18 @@ def test_bad_arguments_name_the_field():
         train_ppo_vectorized(n_episodes=1, max_epochs=2, entropy_anneal_episodes=-1, episode_config=FAST)
 
 
-def test_a_stop_right_after_a_checkpoint_lands_reports_that_checkpoint(tmp_path, monkeypatch):
+@pytest.mark.parametrize("where", ["folder fsync", "checkpoint event"])
+def test_a_stop_right_after_a_checkpoint_lands_reports_that_checkpoint(where, tmp_path, monkeypatch):
     "A signal between the checkpoint's rename and the trainer's bookkeeping: the file on disk is whole and named."
-    import esper.simic.vectorized as vec
-    from esper.simic.vectorized import TrainingInterrupted
+    import esper.leyline.files as files
 
-    def stop(*args, **kwargs): raise KeyboardInterrupt  # the signal arrives while the checkpoint event is emitted
-    monkeypatch.setattr(vec, "emit_checkpoint", stop)
+    def stop(*args, **kwargs): raise KeyboardInterrupt
+    if where == "folder fsync":  # inside the atomic write, after its rename: the save itself never returns
+        monkeypatch.setattr(files, "_fsync_folder", stop)
+    else:                        # after the save returned, while the checkpoint event is emitted
+        monkeypatch.setattr(V, "emit_checkpoint", stop)
     save = tmp_path / "agent.pt"
-    with pytest.raises(TrainingInterrupted) as info:
+    with pytest.raises(V.TrainingInterrupted) as info:
         train_ppo_vectorized(n_episodes=4, n_envs=2, max_epochs=2, episode_config=FAST, ppo_kwargs=PPO,
                              save_path=save)
     assert (info.value.batches_saved, info.value.checkpoint) == (1, str(save))
