@@ -54,11 +54,12 @@ PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_a
 PRESETS = {
     "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
               "lr_schedule": "constant", "param_budget": None, "rent_weight": None,    # rent: RewardConfig's
-              "lr": None, "gae_lambda": None},
+              "contribution_weight": None, "lr": None, "gae_lambda": None},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,
              "rent_weight": 0.0,                                                   # which price them: no rent;
+             "contribution_weight": None,
              "lr": None, "gae_lambda": 0.8},                                       # advantages over ~5 decisions
 }
 BASELINES = ("static", "random", "heuristic")
@@ -103,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--rent-weight", type=float, default=None,
       help="PPO's reward: parameter rent per host-size of seed parameters (short: RewardConfig's, 0.05; full: 0, "
            "the budget prices parameters); given, the table says it")
+    a("--contribution-weight", type=float, default=None,
+      help="PPO's reward: weight of the counterfactual contribution paid at fossilization (preset: RewardConfig's, "
+           "0.5); given, the table says it")
     a("--lr", type=positive_float, default=None,
       help="PPO learning rate, for tuning runs: given, the table says the preset was changed (preset: "
            "TrainingConfig's, 3e-4)")
@@ -141,6 +145,8 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     args.ppo_settings = {k: v for k, v in (("lr", args.lr), ("gae_lambda", args.gae_lambda)) if v is not None}
     if args.rent_weight is not None and not args.rent_weight >= 0:
         ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
+    if args.contribution_weight is not None and not args.contribution_weight >= 0:
+        ap.error(f"--contribution-weight must be >= 0 (got {args.contribution_weight})")
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 for PPO (got {args.max_epochs})")
     args.out = Path(args.out or f"runs/bench_learning/{args.preset}")
     for flag in ("train_seeds", "eval_seeds", "curve_seeds", "schedules"):
@@ -251,13 +257,19 @@ def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
                                      param_budget=setup["param_budget"]),
         on_update=probe,
         workers=setup["env_workers"],
-        reward_config=None if setup["rent_weight"] is None else RewardConfig(rent_weight=setup["rent_weight"]),
+        reward_config=reward_config(setup),
         **setup["ppo"],
     )
     seconds = probe.elapsed()
     write_json_atomic(folder / "history.json", history)
     return {"train_seed": train_seed, "checkpoint": str(folder / "agent.pt"), "history": history,
             "train_seconds": seconds, "curve_eval_seconds": probe.seconds}
+
+
+def reward_config(setup: dict[str, Any]) -> RewardConfig|None:
+    "PPO's reward weights: RewardConfig's defaults except where the preset or a flag sets one (None: all defaults)."
+    given = {k: setup[k] for k in ("rent_weight", "contribution_weight") if setup.get(k) is not None}
+    return RewardConfig(**given) if given else None
 
 
 def ppo_eval_job(train_seed: int, checkpoint: str, eval_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
@@ -495,7 +507,7 @@ def main(argv: list[str]|None=None) -> int:
              "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
              "ppo": dict(PPO_SETTINGS) | args.ppo_settings,
              "env_workers": args.env_workers, "resume": args.resume,
-             "rent_weight": args.rent_weight}
+             "rent_weight": args.rent_weight, "contribution_weight": args.contribution_weight}
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
               "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,
               "schedules": args.schedules, **git_state(Path(__file__).resolve().parent.parent), "device": "cpu",
@@ -504,6 +516,7 @@ def main(argv: list[str]|None=None) -> int:
     batches = "every batch" if args.max_batches is None else f"{args.max_batches} batches"
     budget = "" if args.param_budget is None else f"at most {args.param_budget:,} parameters, "
     budget += "" if args.rent_weight is None else f"rent weight {args.rent_weight:g}, "
+    budget += "" if args.contribution_weight is None else f"contribution weight {args.contribution_weight:g}, "
     title = (f"{TASK}, {args.max_epochs} epochs x {batches}, {args.lr_schedule} learning rates, {budget}"
              f"{args.episodes} PPO episodes x {len(args.train_seeds)} seeds, eval seeds {args.eval_seeds}")
     print(f"learning benchmark, preset {args.preset}: {title}; {args.workers} workers -> {args.out}", flush=True)
