@@ -154,6 +154,20 @@ def test_the_full_preset_sets_gae_lambda_without_calling_it_a_change(tmp_path):
     assert resolve("--preset", "short", "--lr", "0.001").overrides == {"lr": 0.001}
 
 
+def test_reward_weights_are_the_presets_unless_a_flag_sets_one(tmp_path):
+    bl = _bench_module("bench_learning")
+    resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
+    weights = lambda args: bl.reward_config({"rent_weight": args.rent_weight,
+                                             "contribution_weight": args.contribution_weight})
+    assert weights(resolve("--preset", "short")) is None  # RewardConfig's defaults
+    full = weights(resolve("--preset", "full"))
+    assert (full.rent_weight, full.contribution_weight) == (0.0, bl.RewardConfig().contribution_weight)
+    set_both = weights(resolve("--preset", "short", "--contribution-weight", "0", "--rent-weight", "0.1"))
+    assert (set_both.rent_weight, set_both.contribution_weight) == (0.1, 0.0)
+    with pytest.raises(SystemExit):
+        resolve("--preset", "full", "--contribution-weight", "-0.5")
+
+
 def test_resuming_a_finished_seed_adds_no_training_time(tmp_path):
     bl = _bench_module("bench_learning")
     clock = tmp_path / "clock.json"
@@ -226,3 +240,18 @@ def test_replay_probs_lists_a_policys_unsure_decisions_likeliest_first(tmp_path,
     pairs = re.findall(entry, unsure)
     assert [int(m[0]) for m in pairs] == sorted(int(m[0]) for m in pairs)  # in epoch order
     assert all(float(m[2]) >= float(m[4]) and float(m[2]) < 0.95 for m in pairs)  # likeliest first, none sure
+
+
+def test_reward_terms_pairs_two_rules_term_by_term_on_the_same_task_seeds():
+    rt = _bench_module("reward_terms")
+    row = lambda *accs: {"per_seed": [{"final_accuracy": a, **dict.fromkeys(rt.TERMS, a / 100)} for a in accs]}
+    diff = rt.paired(row(90.0, 91.0, 92.0), row(89.0, 91.0, 90.0))  # differences 1, 0, 2 points
+    close = lambda a, b: abs(a - b) < 1e-9
+    assert close(diff["final_accuracy"]["mean"], 1.0) and close(diff["final_accuracy"]["std"], 1.0)
+    assert close(diff["total"]["mean"], 0.01) and close(diff["contribution"]["std"], 0.01)
+
+
+def test_reward_terms_refuses_a_single_rule_in_one_line(tmp_path, run_bench):
+    p = run_bench("reward_terms.py", "--rules", "concurrent:conv_heavy+conv_small", cwd=tmp_path, timeout=120)
+    line = "reward_terms.py: error: --rules needs two rules or more: the first is compared with each other"
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [line]

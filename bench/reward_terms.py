@@ -1,0 +1,88 @@
+"""What PPO is paid for two close plans: fixed rules' returns term by term, and how they differ task seed by task seed.
+
+Each rule plays whole runs of the learning benchmark's `full` preset (30 epochs on every batch, cosine learning
+rates, the 2,500-parameter budget) on tuning task seeds, and every epoch is paid as the PPO trainer pays it
+(`step_reward` under the preset's reward weights: no rent). The JSON line of each rule gives, per task seed, its
+final accuracy and the undiscounted sum of each reward term. Then, for the first rule against each other rule,
+the paired difference per term: its mean over the task seeds (what a policy could learn) and its standard
+deviation (the noise that learning must see through).
+
+    OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2
+
+The "Why Tamiyo learns" chapter quotes the default run (about 2 minutes on two cores).
+"""
+import json
+import statistics
+import time
+
+import torch
+
+from esper.cli import OneLineParser, nonneg_int, positive_int
+from esper.simic.env import step_reward
+from esper.simic.rewards import RewardConfig
+from esper.tamiyo.baselines import ScheduleTamiyo
+from esper.tamiyo.episode import Episode, EpisodeConfig
+from esper.tasks import get_task
+from stoppable_pool import stoppable_pool, stops_in_one_line
+
+DEFAULT_RULES = ("concurrent:conv_heavy+conv_small", "concurrent:conv_heavy+depthwise")
+TERMS = ("accuracy", "contribution", "rent", "terminal", "total")
+
+
+def play(rule: str, seeds: list[int], rent_weight: float) -> dict:
+    "Play `rule` on every seed, summing each reward term over the run; a worker's job."
+    torch.set_num_threads(1)
+    config = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500)
+    reward = RewardConfig(rent_weight=rent_weight)
+    t0, per_seed = time.perf_counter(), []
+    for s in seeds:
+        controller = ScheduleTamiyo.from_name(rule)
+        controller.reset()
+        ep = Episode(get_task("mnist1d", shuffle_seed=s), config)
+        obs, sums = ep.reset(s), dict.fromkeys(TERMS, 0.0)
+        while not ep.done:
+            obs, _ = ep.step(controller.decide(obs, ep.model))
+            terms = step_reward(ep, reward)
+            for k in TERMS: sums[k] += terms[k]
+        per_seed.append({"seed": s, "final_accuracy": ep.result().final_accuracy,
+                         **{k: round(v, 5) for k, v in sums.items()}})
+    return {"rule": rule, "reward": {"contribution_weight": reward.contribution_weight, "rent_weight": rent_weight},
+            "per_seed": per_seed, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def paired(a: dict, b: dict) -> dict:
+    "Per term, the difference a - b task seed by task seed: its mean and standard deviation."
+    out = {}
+    for k in ("final_accuracy", *TERMS):
+        diff = [x[k] - y[k] for x, y in zip(a["per_seed"], b["per_seed"])]
+        out[k] = {"mean": round(statistics.fmean(diff), 4), "std": round(statistics.stdev(diff), 4)}
+    return out
+
+
+def main(argv: list[str]|None=None) -> None:
+    ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="reward_terms.py")
+    ap.add_argument("--rules", nargs="+", default=list(DEFAULT_RULES), metavar="RULE",
+                    help=f"fixed rules' names, two or more (default: {' '.join(DEFAULT_RULES)})")
+    ap.add_argument("--seeds", type=nonneg_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
+                    help="task seeds, two or more (default: 1000-1004, never the held-out 2000-2004)")
+    ap.add_argument("--rent-weight", type=float, default=0.0, help="the rent's weight (default: 0, the full preset's)")
+    ap.add_argument("--workers", type=positive_int, default=1, help="worker processes (default: 1)")
+    args = ap.parse_args(argv)
+    if len(args.rules) < 2: ap.error("--rules needs two rules or more: the first is compared with each other")
+    if len(set(args.seeds)) < 2: ap.error("--seeds needs two task seeds or more: the paired differences vary over them")
+    if not args.rent_weight >= 0: ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
+    for rule in args.rules:
+        try:
+            ScheduleTamiyo.from_name(rule)
+        except ValueError as e:
+            ap.error(f"--rules: {e}")
+    with stops_in_one_line("reward_terms.py"), stoppable_pool(args.workers) as pool:
+        rows = list(pool.map(play, args.rules, [args.seeds] * len(args.rules), [args.rent_weight] * len(args.rules)))
+    for row in rows:
+        print(json.dumps(row), flush=True)
+    for other in rows[1:]:
+        print(json.dumps({"paired": f"{rows[0]['rule']} - {other['rule']}", **paired(rows[0], other)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
