@@ -199,10 +199,25 @@ def test_concurrent_runs_on_one_output_folder_exclude_each_other(tmp_path):
 
 # --- signals and kills ---------------------------------------------------------------------------------------------
 
+_STARTED: list[subprocess.Popen] = []  # every `_esper` run, so a failed test leaves none behind
+
+
+@pytest.fixture(autouse=True)
+def _kill_left_runs():
+    "A run whose test failed before stopping it (a signal it did not heed, a timeout) is killed, not left running."
+    yield
+    while _STARTED:
+        proc = _STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def _esper(*argv: str, **kw) -> subprocess.Popen:
     code = "import sys; from esper.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=ENV, **kw)
+    _STARTED.append(subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=ENV, **kw))
+    return _STARTED[-1]
 
 
 def _wait_for(path: Path, proc: subprocess.Popen, timeout: float=120) -> None:
