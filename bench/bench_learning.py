@@ -54,13 +54,15 @@ PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_a
 PRESETS = {
     "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
               "lr_schedule": "constant", "param_budget": None, "rent_weight": None,    # rent: RewardConfig's
-              "contribution_weight": None, "lr": None, "gae_lambda": None},
+              "contribution_weight": None, "lr": None, "gae_lambda": None,
+              "episodes_per_task_seed": 1, "group_baseline": False},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,
              "rent_weight": 0.0,                                                   # which price them: no rent;
              "contribution_weight": None,
-             "lr": None, "gae_lambda": 0.8},                                       # advantages over ~5 decisions
+             "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
+             "episodes_per_task_seed": 1, "group_baseline": False},
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
@@ -86,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="training batches per epoch, 0 = every batch (short: 30, full: every batch)")
     a("--n-envs", type=positive_int, default=None, help="episodes per PPO update, stepped in lockstep (preset: 8)")
     a("--train-seeds", type=nonneg_int, nargs="+", default=[0, 1, 2, 3, 4],
-      help="PPO run seeds, one policy each; run k trains on task seeds k .. k + episodes - 1 (default: 0 1 2 3 4)")
+      help="PPO run seeds, one policy each; run k trains on task seeds k .. k + episodes / G - 1, G the "
+           "--episodes-per-task-seed (default: 0 1 2 3 4)")
     a("--eval-seeds", type=nonneg_int, nargs="+", default=[2000, 2001, 2002, 2003, 2004],
       help="held-out task seeds of the final evaluation (default: 2000-2004). Not 1000-1002: those are the "
            "tuning seeds (bench/learning_ablations.py), so results on them are not held out")
@@ -113,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--gae-lambda", type=float, default=None,
       help="PPO's GAE lambda in [0, 1], for tuning runs: given, the table says the preset was changed (short: "
            "TrainingConfig's, 0.95; full: 0.8)")
+    a("--episodes-per-task-seed", type=positive_int, default=None,
+      help="PPO training: envs of an update that play one task seed, a divisor of --n-envs (preset: 1, every "
+           "episode its own seed); given, the table says it")
+    a("--group-baseline", action="store_true", default=None,
+      help="PPO training: each episode's advantages less those of its siblings on the same task seed (a "
+           "leave-one-out baseline); needs --episodes-per-task-seed >= 2")
     a("--env-workers", type=nonneg_int, default=0,
       help="environment worker processes per training seed (train_ppo_vectorized's workers); 0 = step the envs in "
            "the training job's own process (default: 0). With K > 0, give --workers about cores / K")
@@ -147,6 +156,10 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
     if args.contribution_weight is not None and not args.contribution_weight >= 0:
         ap.error(f"--contribution-weight must be >= 0 (got {args.contribution_weight})")
+    if args.n_envs % args.episodes_per_task_seed:
+        ap.error(f"--episodes-per-task-seed {args.episodes_per_task_seed} must divide --n-envs {args.n_envs}")
+    if args.group_baseline and args.episodes_per_task_seed < 2:
+        ap.error("--group-baseline compares episodes on one task seed: it needs --episodes-per-task-seed >= 2")
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 for PPO (got {args.max_epochs})")
     args.out = Path(args.out or f"runs/bench_learning/{args.preset}")
     for flag in ("train_seeds", "eval_seeds", "curve_seeds", "schedules"):
@@ -155,12 +168,13 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         if repeated: ap.error(f"--{flag.replace('_', '-')} repeats {repeated}")
     both = sorted(set(args.eval_seeds) & set(args.curve_seeds))
     if both: ap.error(f"task seeds {both} are both --eval-seeds and --curve-seeds; keep the evaluation held out")
-    used = training_task_seeds(args.train_seeds, args.episodes)
+    used = training_task_seeds(args.train_seeds, args.episodes, args.episodes_per_task_seed)
     for flag in ("eval_seeds", "curve_seeds"):
         seen = sorted(set(getattr(args, flag)) & used)
         if seen:
             ap.error(f"--{flag.replace('_', '-')} {seen} are task seeds that training episodes use "
-                     f"(run k trains on seeds k .. k + {args.episodes - 1}); pick seeds outside them")
+                     f"(run k trains on seeds k .. k + {(args.episodes - 1) // args.episodes_per_task_seed}); "
+                     "pick seeds outside them")
     try:
         args.schedules = [schedule_name(s) for s in args.schedules]
     except ValueError as e:
@@ -173,9 +187,9 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     return args
 
 
-def training_task_seeds(train_seeds: list[int], episodes: int) -> set[int]:
-    "Every task seed a training episode uses (`episode_seed` of each run seed and episode)."
-    return {episode_seed(k, i) for k in train_seeds for i in range(episodes)}
+def training_task_seeds(train_seeds: list[int], episodes: int, per_seed: int = 1) -> set[int]:
+    "Every task seed a training episode uses (episode i of run k: `episode_seed(k, i // per_seed)`)."
+    return {episode_seed(k, i // per_seed) for k in train_seeds for i in range(episodes)}
 
 
 def schedule_name(spec: str) -> str:
@@ -258,6 +272,8 @@ def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
         on_update=probe,
         workers=setup["env_workers"],
         reward_config=reward_config(setup),
+        episodes_per_task_seed=setup["episodes_per_task_seed"],
+        group_baseline=setup["group_baseline"],
         **setup["ppo"],
     )
     seconds = probe.elapsed()
@@ -507,7 +523,8 @@ def main(argv: list[str]|None=None) -> int:
              "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
              "ppo": dict(PPO_SETTINGS) | args.ppo_settings,
              "env_workers": args.env_workers, "resume": args.resume,
-             "rent_weight": args.rent_weight, "contribution_weight": args.contribution_weight}
+             "rent_weight": args.rent_weight, "contribution_weight": args.contribution_weight,
+             "episodes_per_task_seed": args.episodes_per_task_seed, "group_baseline": args.group_baseline}
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
               "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,
               "schedules": args.schedules, **git_state(Path(__file__).resolve().parent.parent), "device": "cpu",

@@ -168,6 +168,23 @@ def test_reward_weights_are_the_presets_unless_a_flag_sets_one(tmp_path):
         resolve("--preset", "full", "--contribution-weight", "-0.5")
 
 
+def test_episodes_that_share_task_seeds_are_checked_and_held_out(tmp_path, capsys):
+    bl = _bench_module("bench_learning")
+    resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
+    shared = resolve("--preset", "full", "--episodes-per-task-seed", "4", "--group-baseline")
+    assert (shared.episodes_per_task_seed, shared.group_baseline) == (4, True)
+    assert shared.overrides == {"episodes_per_task_seed": 4, "group_baseline": True}  # the table says it
+    assert resolve("--preset", "full").overrides == {}
+    assert bl.training_task_seeds([2], 8, 4) == {2, 3} and bl.training_task_seeds([2], 3) == {2, 3, 4}
+    for argv, says in ((["--episodes-per-task-seed", "3"], "must divide --n-envs 8"),
+                       (["--group-baseline"], "needs --episodes-per-task-seed >= 2"),
+                       (["--episodes", "16", "--train-seeds", "0", "--episodes-per-task-seed", "2", "--eval-seeds",
+                         "7", "8"], "--eval-seeds [7] are task seeds that training episodes use")):
+        with pytest.raises(SystemExit):
+            resolve("--preset", "full", *argv)
+        assert says in capsys.readouterr().err
+
+
 def test_resuming_a_finished_seed_adds_no_training_time(tmp_path):
     bl = _bench_module("bench_learning")
     clock = tmp_path / "clock.json"

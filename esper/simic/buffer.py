@@ -6,9 +6,11 @@
 __all__ = ['compute_gae', 'RolloutBuffer', 'MultiEnvRolloutBuffer']
 
 # %% ../../nbs/simic/03_buffer.ipynb #8e642e3d
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import torch
+from fastcore.basics import patch
 
 # %% ../../nbs/simic/03_buffer.ipynb #1c5b6986
 def compute_gae(
@@ -193,3 +195,26 @@ class MultiEnvRolloutBuffer:
                     start = t + 1
             offset += len(b)
         return out
+
+# %% ../../nbs/simic/03_buffer.ipynb #2a3679c4
+@patch
+def leave_one_out(
+    self: MultiEnvRolloutBuffer,
+    advantages: torch.Tensor,  # one per stored step, in env order (as `advantages` returns them)
+    groups: Mapping[int, int],  # env_id -> group; the episodes of a group ran the same task seed
+) -> torch.Tensor:
+    "`advantages` less, at each step, the mean advantage of the other episodes of its group at that step."
+    if len(advantages) != len(self):
+        raise ValueError(f"advantages has {len(advantages)} values for {len(self)} stored steps")
+    missing = sorted(set(self.envs) - set(groups))
+    if missing:
+        raise ValueError(f"groups names no group for env(s) {missing}")
+    dev = advantages.device
+    pieces = self.episodes()
+    step = torch.cat([torch.arange(end - start, device=dev) for _, start, end, _ in pieces])
+    group = torch.cat([torch.full((end - start,), groups[e], device=dev) for e, start, end, _ in pieces])
+    _, cell = torch.unique(torch.stack([group, step]), dim=1, return_inverse=True)  # one id per (group, step)
+    sums = torch.zeros(int(cell.max()) + 1, dtype=advantages.dtype, device=dev).index_add_(0, cell, advantages)
+    others = torch.zeros_like(sums).index_add_(0, cell, torch.ones_like(advantages))[cell] - 1
+    baseline = torch.where(others > 0, (sums[cell] - advantages) / others.clamp(min=1), 0.0)
+    return advantages - baseline

@@ -463,17 +463,25 @@ def _minibatches(b: dict, advantages: torch.Tensor, returns: torch.Tensor, perm:
 
 
 @patch
-def update(self: PPOAgent, last_value: float | dict[int, float] = 0.0) -> PPOUpdateMetrics:
-    "One PPO update on the stored rollout; `last_value` (one, or one per env) bootstraps a rollout cut mid-episode."
+def update(
+    self: PPOAgent,
+    last_value: float | dict[int, float] = 0.0,  # bootstraps a rollout cut mid-episode: one, or one per env
+    groups: dict[int, int] | None = None,  # env_id -> group of envs that ran one task seed: leave-one-out baseline
+) -> PPOUpdateMetrics:
+    "One PPO update on the stored rollout (whole episodes, or cut ones bootstrapped by `last_value`)."
     if self.recurrent:
+        if groups is not None:
+            raise ValueError("groups (a leave-one-out baseline) are supported for feed-forward policies only")
         return self.update_recurrent(last_values=last_value)
     if len(self.buffer) == 0:
         warnings.warn("update() called with an empty buffer: nothing to learn", RuntimeWarning)
         return {}
-    # 1. rollout -> tensors, 2. GAE advantages and returns
+    # 1. rollout -> tensors, 2. GAE advantages and returns (the critic's targets)
     b = self.buffer.tensors(self.head_sizes, self.device, self.mask_shapes)
     advantages, returns = (t.to(self.device) for t in self.buffer.advantages(last_value, self.gamma, self.gae_lambda))
     metrics = value_diagnostics(b["values"], returns, advantages)
+    if groups is not None:  # the policy compares each episode with its siblings on the same task seed
+        advantages = self.buffer.leave_one_out(advantages, groups)
     n = len(advantages)
     mb_size = min(self.batch_size, n)
     stats, epochs_run = UpdateStats(self.clip_ratio, self._debug()), 0

@@ -139,7 +139,8 @@ def aggregate_ppo_metrics(
 
 def run_ppo_update(
     agent: Any,  # a PPOAgent whose buffer holds whole episodes, each with its last step marked
+    groups: dict[int, int] | None = None,  # env_id -> group of envs that ran one task seed (`PPOAgent.update`)
 ) -> dict[str, Any]:
     "One PPO update on the stored rollout; returns `aggregate_ppo_metrics`."
     coef = agent.get_entropy_coef()
-    return aggregate_ppo_metrics(agent.update(last_value=0.0), coef)
+    return aggregate_ppo_metrics(agent.update(last_value=0.0, groups=groups), coef)

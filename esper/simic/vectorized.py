@@ -299,6 +299,8 @@ def ppo_training_loop(
     backend: str = "process",
     ray_address: str | None = None,
     population: bool = False,
+    episodes_per_task_seed: int = 1,
+    group_baseline: bool = False,
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "The PPO training loop behind `train_ppo_vectorized` and `train_ppo` (see their docs)."
     if population and (not parallel or workers):
@@ -319,9 +321,20 @@ def ppo_training_loop(
         ("episodes_per_update", episodes_per_update),
         ("max_epochs", max_epochs),
         ("checkpoint_every", checkpoint_every),
+        ("episodes_per_task_seed", episodes_per_task_seed),
     ):
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be an integer >= 1 (got {v!r})")
+    if episodes_per_update % episodes_per_task_seed:
+        raise ValueError(
+            f"episodes_per_task_seed={episodes_per_task_seed} must divide the episodes of an update "
+            f"({episodes_per_update}): the episodes of one task seed are compared within one update"
+        )
+    if group_baseline and (episodes_per_task_seed < 2 or config.recurrent):
+        raise ValueError(
+            "group_baseline compares episodes that share a task seed: it needs episodes_per_task_seed >= 2 "
+            f"(got {episodes_per_task_seed}) and a feed-forward policy"
+        )
     if max_epochs < 2:
         raise ValueError(f"max_epochs must be >= 2 for PPO (one decision needs two epochs; got {max_epochs})")
     cfg = replace(episode_config or EpisodeConfig(), max_epochs=max_epochs)
@@ -354,6 +367,8 @@ def ppo_training_loop(
         "n_slots": n_slots,
         "max_batches": cfg.max_batches,
         "rollback_penalty": rollback_penalty,
+        "episodes_per_task_seed": episodes_per_task_seed,
+        "group_baseline": group_baseline,
         **run_hparams,
         "entropy_anneal_episodes": entropy_anneal_episodes,
         "ppo_kwargs": other_hparams,
@@ -404,8 +419,8 @@ def ppo_training_loop(
                 rollback_penalty=rollback_penalty,
                 collect_events=hub is not None,
             )
-    batch_seeds = lambda b: [
-        episode_seed(seed, b * episodes_per_update + i)
+    batch_seeds = lambda b: [  # episode k plays task seed seed + k // episodes_per_task_seed
+        episode_seed(seed, (b * episodes_per_update + i) // episodes_per_task_seed)
         for i in range(min(episodes_per_update, n_episodes - b * episodes_per_update))
     ]
     try:
@@ -443,7 +458,8 @@ def ppo_training_loop(
             if pool is not None and b + 1 < n_batches:  # the workers train the next batch's first epoch meanwhile
                 pool.prestart(batch_seeds(b + 1), (b + 1) * max_epochs)
             coef = agent.get_entropy_coef()
-            metrics = run_ppo_update(agent)
+            groups = {e.env_id: e.env_id // episodes_per_task_seed for e in envs} if group_baseline else None
+            metrics = run_ppo_update(agent, groups)
             rec = _batch_record(
                 b, first + len(envs), results=results, envs=envs, coef=coef, metrics=metrics, history=history
             )
@@ -507,6 +523,8 @@ def train_ppo_vectorized(
     backend: str = "process",  # "process" (this machine) or "ray" (Ray actors; `pip install 'esper[ray]'`)
     ray_address: str | None = None,  # Ray cluster address with backend="ray" (None: a local Ray instance)
     population: bool = False,  # train a batch's same-architecture envs as one vmapped model (`simic.population`)
+    episodes_per_task_seed: int = 1,  # envs of an update that play one task seed (must divide n_envs)
+    group_baseline: bool = False,  # the policy's advantages less their siblings' on the same task seed
     **hparams,  # `TrainingConfig` fields: lr, clip_ratio, gamma, entropy_coef, recurrent, ...
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "Train PPO-Tamiyo over `n_envs` host-training runs in lockstep; returns the agent and the per-batch history."
@@ -540,4 +558,6 @@ def train_ppo_vectorized(
         backend=backend,
         ray_address=ray_address,
         population=population,
+        episodes_per_task_seed=episodes_per_task_seed,
+        group_baseline=group_baseline,
     )
