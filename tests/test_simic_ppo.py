@@ -826,3 +826,15 @@ def test_a_checkpoint_with_per_tensor_optimizer_state_resumes_exactly(tmp_path):
         resumed.update()
         finals.append([p.detach().clone() for p in resumed.network.parameters()])
     assert all(torch.equal(a, b) for a, b in zip(*finals))
+
+
+def test_the_update_parts_benchmark_times_adam_and_the_minibatch_step(tmp_path, run_bench):
+    "bench/ppo_update_parts.py on tiny settings (no compile): one line per Adam kernel and one for the eager step."
+    p = run_bench("ppo_update_parts.py", "--iters", "2", "--no-compile", cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert [line.split(":")[0].strip() for line in lines] == ["Adam step, single-tensor", "Adam step, fused",
+                                                              "forward + loss + backward, eager"]
+    assert all(float(line.split(":")[1].split()[0]) > 0 for line in lines)
+    p = run_bench("ppo_update_parts.py", "--iters", "0", cwd=tmp_path, timeout=60)
+    assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith("--iters must be >= 1 (got 0)")

@@ -506,7 +506,7 @@ def train_ppo_vectorized(
     config: TrainingConfig | None = None,  # the agent's hyperparameters (default: `TrainingConfig()` with `hparams`)
     entropy_anneal_episodes: int = 0,  # episodes of the ramp (converted to updates: // n_envs)
     factored: bool = False,  # factored heads (slot, blueprint, blend, op) instead of the flat actions
-    seed: int = 0,  # run seed; episode k uses seed + k
+    seed: int = 0,  # run seed; episode k uses seed + k // episodes_per_task_seed
     save_path: str | None = None,  # checkpoint every `checkpoint_every` batches and at the end
     resume: str | None = None,  # continue from this checkpoint
     checkpoint_every: int = 1,  # batches between checkpoints
