@@ -1,12 +1,14 @@
 """One PPO update on a 2,048-step buffer: Esper's PPOAgent vs Stable-Baselines3's PPO.
 
-Usage: .venv/bin/python bench/bench_ppo_update.py [--repeats 3] [--state-dim 35] [--actions 9]
+Usage: .venv/bin/python bench/bench_ppo_update.py [--repeats 3] [--state-dim 35] [--actions 9] [--fast-update]
 SB3 is optional and must NOT be installed into the project venv; install it elsewhere, e.g.
     .venv/bin/pip install --target /tmp/sb3 --no-deps stable-baselines3
     PYTHONPATH=/tmp/sb3 .venv/bin/python bench/bench_ppo_update.py
 Both sides: 2,048 transitions, minibatch 64, 10 epochs (no KL early stop), Adam lr 3e-4, tanh MLPs of width 64,
 one CPU thread. Esper's network shares a 2-layer encoder (actor/critic heads of width 32); SB3 uses separate
-2-layer actor and critic MLPs (its default) — parameter counts are printed.
+2-layer actor and critic MLPs (its default) — parameter counts are printed. `--fast-update` times Esper with
+`fast_update=True` (compiled minibatch step, fused Adam, one-norm clip); the first update, which compiles, is the
+untimed warm-up, and its seconds are printed apart.
 """
 import argparse
 import statistics
@@ -20,16 +22,22 @@ from esper.simic import PPOAgent
 
 def esper_update_seconds(args) -> tuple[float, int]:
     agent = PPOAgent(state_dim=args.state_dim, action_dim=args.actions, hidden_dim=64, n_epochs=10, batch_size=64,
-                     target_kl=None, device="cpu")
-    ts = []
+                     target_kl=None, device="cpu", fast_update=args.fast_update)
+    ts, warmup = [], None
     for r in range(args.repeats + 1):
         states = torch.randn(2048, args.state_dim)
         actions, log_probs, values = agent.get_action_batch(states)
         for t in range(2048):
             agent.store_transition(states[t], int(actions[t]), float(log_probs[t]), float(values[t]),
                                    float(np.random.randn()), t % 25 == 24)
-        t0 = time.perf_counter(); agent.update(last_value=0.0); dt = time.perf_counter() - t0
+        t0 = time.perf_counter(); m = agent.update(last_value=0.0); dt = time.perf_counter() - t0
         if r: ts.append(dt)  # first update is warm-up
+        else: warmup = (dt, m.get("compile_seconds"))
+    if args.fast_update:
+        step = agent._minibatch_step()
+        how = (f"compiled; its first minibatch step took {warmup[1]:.1f} s" if step.compiled
+               else f"not compiled: {step.failure}")
+        print(f"fast_update warm-up   : {warmup[0]:8.1f} s for the first update ({how})")
     return statistics.median(ts), sum(p.numel() for p in agent.network.parameters())
 
 
@@ -66,10 +74,13 @@ def main():
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--state-dim", type=int, default=35)
     ap.add_argument("--actions", type=int, default=9)
+    ap.add_argument("--fast-update", action="store_true",
+                    help="Esper with fast_update=True: torch.compile'd minibatch step (needs a C++ compiler), fused Adam")
     args = ap.parse_args()
     torch.set_num_threads(1); torch.manual_seed(0); np.random.seed(0)
     t_esper, n_esper = esper_update_seconds(args)
-    print(f"esper PPOAgent.update : {t_esper * 1e3:8.1f} ms per update ({n_esper} parameters, 320 minibatch steps)")
+    mode = ", fast_update" if args.fast_update else ""
+    print(f"esper PPOAgent.update : {t_esper * 1e3:8.1f} ms per update ({n_esper} parameters, 320 minibatch steps{mode})")
     sb3 = sb3_update_seconds(args)
     if sb3 is not None:
         t_sb3, n_sb3 = sb3

@@ -8,7 +8,7 @@ from esper.cli import build_parser, main
 SEED_FLAGS = ("--vectorized", "--n-envs", "--n-episodes", "--episodes", "--max-epochs", "--devices", "--entropy-coef",
               "--entropy-coef-start", "--entropy-coef-end", "--entropy-anneal-episodes", "--lr", "--clip-ratio",
               "--gamma", "--save", "--resume", "--recurrent", "--factored", "--telemetry-dir", "--telemetry-level",
-              "--seed", "--task", "--update-every")
+              "--seed", "--task", "--update-every", "--fast-update")
 
 
 def test_help_lists_every_seed_flag(capsys):
@@ -111,3 +111,22 @@ def test_param_budget_binds_ppo_and_compare(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["compare", "--param-budget", "0", "--out", str(out)])
     assert e.value.code == 2 and "--param-budget" in capsys.readouterr().err
+
+
+def test_fast_update_flag_reaches_the_agent(tmp_path, monkeypatch):
+    """--fast-update: the saved config says so and the optimizer is fused; without a compiler, one warning."""
+    import torch
+
+    def no_compiler(fn, **kw):
+        def fail(*a, **k):
+            raise RuntimeError("no C++ compiler found")
+        return fail
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    save = tmp_path / "agent.pt"
+    with pytest.warns(RuntimeWarning, match=r"torch.compile failed \(RuntimeError: no C\+\+ compiler found\)"):
+        rc = main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "2", "--max-epochs", "2", "--max-batches",
+                   "2", "--workers", "0", "--fast-update", "--save", str(save), "--no-progress"])
+    assert rc == 0
+    ck = torch.load(save, weights_only=True)
+    assert ck["config"]["fast_update"] is True
+    assert ck["optimizer_state_dict"]["param_groups"][0]["fused"] is True

@@ -838,3 +838,72 @@ def test_the_update_parts_benchmark_times_adam_and_the_minibatch_step(tmp_path, 
     assert all(float(line.split(":")[1].split()[0]) > 0 for line in lines)
     p = run_bench("ppo_update_parts.py", "--iters", "0", cwd=tmp_path, timeout=60)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith("--iters must be >= 1 (got 0)")
+
+
+# ----------------------------------------------------------------------------- fast_update
+def _twin_updates(n_updates=2, **kw):
+    """A default agent and a `fast_update` one, built, filled and updated from the same random state.
+
+    Factored heads with masks and a rollout of 60 steps in minibatches of 16 (the last one shorter), as Tamiyo's are."""
+    from esper.simic.ppo import PPOAgent
+    sizes = factored_head_sizes(2)
+    masks = {k: torch.ones(s, dtype=torch.bool) for k, s in sizes.items()}
+    agents, metrics = [], []
+    for fast in (False, True):
+        torch.manual_seed(0)
+        agent = PPOAgent(state_dim=6, action_dim=sizes, hidden_dim=32, n_epochs=3, batch_size=16, target_kl=None,
+                         entropy_coef_start=0.05, entropy_coef_end=0.01, entropy_anneal_steps=4, fast_update=fast, **kw)
+        ms = []
+        for _ in range(n_updates):
+            for t in range(60):
+                s = torch.randn(6)
+                a, lp, v = agent.get_action(s, masks)
+                agent.store_transition(s, a, lp, v, float(a["op"] == 1), t % 20 == 19, action_mask=masks)
+            ms.append(agent.update())
+        agents.append(agent)
+        metrics.append(ms)
+    return agents, metrics
+
+
+def _assert_close_weights(a, b, atol=1e-4):
+    for (name, p), q in zip(a.network.named_parameters(), b.network.parameters()):
+        assert torch.allclose(p, q, atol=atol), (name, (p - q).abs().max().item())
+
+
+def test_fast_update_without_a_compiler_warns_once_and_matches_the_default_update(monkeypatch):
+    """Where torch.compile fails, fast_update warns once (one line), runs eagerly, and differs only by rounding."""
+    def no_compiler(fn, **kw):
+        def fail(*a, **k):
+            raise RuntimeError("CppCompileError: no C++ compiler found\nmore lines")
+        return fail
+    monkeypatch.setattr(torch, "compile", no_compiler)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (default, fast), (m_default, m_fast) = _twin_updates()
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert messages == ["torch.compile failed (RuntimeError: CppCompileError: no C++ compiler found); the step runs "
+                        "eagerly from now on"]
+    assert fast.optimizer.param_groups[0]["fused"] is True and not default.optimizer.param_groups[0].get("fused")
+    assert all("compile_seconds" not in m for m in m_default + m_fast)
+    _assert_close_weights(default, fast)
+    assert any(not torch.equal(p, q) for p, q in zip(default.network.parameters(), fast.network.parameters())), \
+        "fused Adam and the one-norm clip round differently: equal weights mean fast_update changed nothing"
+
+
+@pytest.mark.slow
+def test_fast_update_compiles_the_minibatch_step_and_agrees_with_the_default_update():
+    """The real torch.compile (or, on a machine without a C++ compiler, its one-line fallback)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        (default, fast), (m_default, m_fast) = _twin_updates(n_updates=3)
+    step = fast._minibatch_step()
+    fallbacks = [w for w in caught if "torch.compile failed" in str(w.message)]
+    if step.compiled:
+        assert not fallbacks and m_fast[0]["compile_seconds"] > 0
+        assert all("compile_seconds" not in m for m in m_fast[1:])  # compiled once, reported once
+    else:
+        assert len(fallbacks) == 1 and step.failure
+    _assert_close_weights(default, fast)
+    for a, b in zip(m_default, m_fast):
+        assert math.isclose(a["policy_loss"], b["policy_loss"], rel_tol=1e-3, abs_tol=1e-5)
+        assert math.isclose(a["value_loss"], b["value_loss"], rel_tol=1e-3, abs_tol=1e-5)

@@ -115,6 +115,7 @@ def load_agent(agent, path: str | os.PathLike) -> None:
     agent.network.load_state_dict(ck["network_state_dict"])
     agent.optimizer = agent._make_optimizer()  # weight_decay decides Adam vs AdamW
     agent.optimizer.load_state_dict(match_optimizer_state(ck["optimizer_state_dict"], agent.optimizer))
+    agent._use_kernels()  # the saved groups name the kernel of the device and settings they were saved with
     agent.train_steps = int(ck["train_steps"])
     if ck["obs_normalizer"] is not None:
         if agent.obs_normalizer is None:

@@ -82,9 +82,14 @@ class FlatParams:
     def clip_grad_norm_(
         self,
         max_norm: float,  # largest global 2-norm the gradients may have
+        exact: bool = True,  # sum the norms per tensor, bit for bit as `nn.utils.clip_grad_norm_`; else one per buffer
     ) -> torch.Tensor:
-        "`nn.utils.clip_grad_norm_` over the views, scaling each flat gradient at once; returns the norm before."
-        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(self._grads, 2.0)), 2.0)
+        "`nn.utils.clip_grad_norm_`, scaling each flat gradient at once; returns the global norm before clipping."
+        if exact:
+            total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(self._grads, 2.0)), 2.0)
+        else:
+            norms = [torch.linalg.vector_norm(flat.grad, 2.0) for flat in self.flats.values()]
+            total = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms), 2.0)
         coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
         for flat in self.flats.values():
             flat.grad.mul_(coef)

@@ -18,6 +18,7 @@ from ..leyline import N_FLAT_ACTIONS
 from .annealing import EntropySchedule
 from .anomaly_detector import AnomalyDetector
 from .buffer import MultiEnvRolloutBuffer
+from .compiled_step import CompiledStep, minibatch_forward
 from .config import PPO_FIELDS, TrainingConfig, resolve_config
 from .flat_params import FlatParams
 from esper.simic.networks import (
@@ -31,7 +32,7 @@ from esper.simic.networks import (
     mask_shapes_of,
     sample_heads,
 )
-from .ppo_loss import UpdateStats, normalize_minibatches, ppo_objective, step_is_finite, value_diagnostics
+from .ppo_loss import UpdateStats, normalize_minibatches, step_is_finite, value_diagnostics
 from .types import PPOUpdateMetrics
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class PPOAgent:
         self._params = list(self.network.parameters())
         self._flat: FlatParams | None = None  # the flat buffers the optimizer steps (see `_make_optimizer`)
         self._flat_checked: int | None = None  # the update whose parameters `_zero_grad` last checked in full
+        self._step: tuple[bool, CompiledStep] | None = None  # (fast_update, the minibatch step it was built for)
         self.optimizer = self._make_optimizer()
         self.buffer = MultiEnvRolloutBuffer()  # one ordered rollout per env_id
         self.anomaly_detector = anomaly_detector or AnomalyDetector(**config.to_anomaly_kwargs())
@@ -110,7 +112,10 @@ def config(self: PPOAgent, config: TrainingConfig) -> None:
             raise ValueError(f"config.{name} is fixed by the network: {old!r} cannot become {new!r}")
     if self.anomaly_detector == AnomalyDetector(**self._config.to_anomaly_kwargs()):  # it follows the config
         self.anomaly_detector = AnomalyDetector(**config.to_anomaly_kwargs())
+    kernels_change = config.fast_update != self._config.fast_update
     self._config = replace(config)  # a validated copy
+    if kernels_change:
+        self._use_kernels()
 
 
 def _config_property(name: str) -> property:
@@ -137,7 +142,7 @@ def entropy_schedule(self: PPOAgent) -> EntropySchedule:
 # %% ../../nbs/simic/08_ppo.ipynb #1b820a05
 @patch
 def _make_optimizer(self: PPOAgent) -> torch.optim.Optimizer:
-    "Adam (eps 1e-5); AdamW with decay on the critic only when `weight_decay > 0`. Fused on CUDA."
+    "Adam (eps 1e-5); AdamW with decay on the critic only when `weight_decay > 0`; the kernel of `_kernels`."
     kw = {"lr": self.lr, "eps": 1e-5}
     decay = self.weight_decay > 0
     groups = self.network.parameter_groups() if decay else {"all": list(self.network.parameters())}
@@ -152,11 +157,25 @@ def _make_optimizer(self: PPOAgent) -> torch.optim.Optimizer:
     else:  # one flat buffer per group: an optimizer step is a few kernels, not a few per tensor
         self._flat = FlatParams(self.network, groups)
         param_groups = self._flat.param_groups(**options)
-    if self.device.type == "cuda":
-        kw["fused"] = True
-    else:  # a flat group is one tensor: foreach has nothing to batch, the single-tensor kernel skips its list work
-        kw["foreach"] = self._flat is None
-    return (torch.optim.AdamW if decay else torch.optim.Adam)(param_groups, **kw)
+    return (torch.optim.AdamW if decay else torch.optim.Adam)(param_groups, **kw, **self._kernels())
+
+
+@patch
+def _kernels(self: PPOAgent) -> dict:
+    "Fused on CUDA, and on CPU with `fast_update`; else single-tensor on flat buffers, `foreach` on tensor lists."
+    if self.device.type == "cuda" or (self.fast_update and self.device.type == "cpu"):
+        return {"fused": True, "foreach": None}
+    # a flat group is one tensor: foreach has nothing to batch, the single-tensor kernel skips its list work
+    return {"fused": None, "foreach": self._flat is None}
+
+
+@patch
+def _use_kernels(self: PPOAgent) -> None:
+    "Set the optimizer's kernel to `_kernels()` (after `fast_update` changed, or a checkpoint brought its own)."
+    kernels = self._kernels()
+    self.optimizer.defaults.update(kernels)
+    for group in self.optimizer.param_groups:
+        group.update(kernels)
 
 # %% ../../nbs/simic/08_ppo.ipynb #8714bf66
 @patch
@@ -395,15 +414,21 @@ def store_recurrent_transition(
 # %% ../../nbs/simic/08_ppo.ipynb #1a17b719
 @patch
 def _optimizer_step(self: PPOAgent, loss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    "backward, clip the global grad norm, step if `step_is_finite`; returns (pre-clip norm, that flag)."
+    "Zero the gradients, backward, then `_clip_and_step`; returns (pre-clip norm, the `step_is_finite` flag)."
     self._zero_grad()
     loss.backward()
+    return self._clip_and_step(loss)
+
+
+@patch
+def _clip_and_step(self: PPOAgent, loss: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "Clip the global grad norm, step if `step_is_finite`; returns (pre-clip norm, that flag)."
     if self._flat is None:
         norm = nn.utils.clip_grad_norm_(self._params, self.max_grad_norm, foreach=True)
-    else:
-        norm = self._flat.clip_grad_norm_(self.max_grad_norm)
+    else:  # with fast_update: one norm per flat buffer, equal to clip_grad_norm_'s to rounding
+        norm = self._flat.clip_grad_norm_(self.max_grad_norm, exact=not self.fast_update)
     ok = step_is_finite(loss, norm)
-    if self.optimizer.defaults.get("fused"):  # the fused kernel reads the flag on the device and skips itself
+    if self.optimizer.param_groups[0].get("fused"):  # the fused kernel reads the flag on the device, skips itself
         self.optimizer.found_inf = (~ok).float()
         try:
             self.optimizer.step()
@@ -487,32 +512,36 @@ def update(
     stats, epochs_run = UpdateStats(self.clip_ratio, self._debug()), 0
     per_sample = self.adaptive_entropy_floor and b["masks"] is not None  # else one float per head, for all
     coefs = None if per_sample else self._entropy_coefs(None, mb_size)
+    step = self._minibatch_step()
+    compiled_before = step.compile_seconds
+    if coefs is not None and step.compiled:  # a float is a constant to the compiler: a recompile each time it anneals
+        coefs = {k: torch.tensor(v, device=self.device) for k, v in coefs.items()}
     hp = {"clip_ratio": self.clip_ratio, "clip_value": self.clip_value, "value_coef": self.value_coef}
     for _ in range(self.n_epochs):
         for mb in _minibatches(b, advantages, returns, torch.randperm(n, device=self.device), mb_size):
-            # 3. re-evaluate the stored actions under the current policy
-            logits, new_values = self.network(mb["states"])
-            new_log_probs, head_entropies = evaluate_heads(logits, mb["actions"], mb["masks"])
-            # 4. clipped surrogate + value loss - entropy bonus, then one optimiser step
-            logratio = new_log_probs - mb["log_probs"]
-            terms = ppo_objective(
-                logratio,
-                mb["neg_advantages"],
-                mb["returns"],
-                new_values,
-                mb["values"],
-                head_entropies,
-                coefs or self._entropy_coefs(mb["masks"], len(new_values)),
-                **hp,
-            )
-            grad_norm, stepped = self._optimizer_step(terms[0])
-            stats.add(terms, logratio, head_entropies, grad_norm, stepped)  # diagnostics: after the epoch
+            # 3. re-evaluate the stored actions under the current policy, 4. clipped surrogate + value loss
+            # - entropy bonus and its backward pass, then one optimiser step
+            self._zero_grad()
+            out = step(self.network, mb, coefs or self._entropy_coefs(mb["masks"], len(mb["returns"])), **hp)
+            grad_norm, stepped = self._clip_and_step(out[0])
+            stats.add(out[:5], out[5], out[6], grad_norm, stepped)  # diagnostics: after the epoch
         epochs_run += 1
         if stats.end_epoch(self.target_kl):  # KL early stop, non-finite ratio or skipped step
             break
-    return self._finish(
+    metrics = self._finish(
         metrics, stats, epochs_run=epochs_run, planned=self.n_epochs, n=n, values=b["values"], returns=returns
     )
+    if compiled_before is None and step.compile_seconds is not None:  # this update compiled the step
+        metrics["compile_seconds"] = step.compile_seconds
+    return metrics
+
+
+@patch
+def _minibatch_step(self: PPOAgent) -> CompiledStep:
+    "Forward, loss and backward of one minibatch: compiled with `fast_update`; built again when that changes."
+    if self._step is None or self._step[0] != self.fast_update:
+        self._step = (self.fast_update, CompiledStep(minibatch_forward, self.fast_update, on_fallback=self._zero_grad))
+    return self._step[1]
 
 
 @patch

@@ -55,6 +55,7 @@ class PPOUpdateMetrics(TypedDict, total=False):
     ratio_has_numerical_issue: bool
     ratio_has_nan: bool
     ratio_has_inf: bool
+    compile_seconds: float  # only with fast_update, on the update that compiled the minibatch step: its first call
 
 
 class HeadLogProbs(TypedDict):

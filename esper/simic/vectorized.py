@@ -176,8 +176,9 @@ def _plain(x: Any) -> Any:
 #: of the checkpoints written before the trainers took a `TrainingConfig`, which therefore still resume.
 _RUN_HPARAMS = ("lr", "clip_ratio", "gamma", "entropy_coef", "entropy_coef_start", "entropy_coef_end")
 #: Config fields compared elsewhere (`recurrent`; the ramp as `entropy_anneal_episodes`; the run's shape as
-#: `max_epochs` and `episodes_per_update`, while `n_episodes` may grow when a run is resumed).
-_NOT_IN_PPO_KWARGS = ("recurrent", "entropy_anneal_steps", "n_envs", "n_episodes", "max_epochs")
+#: `max_epochs` and `episodes_per_update`, while `n_episodes` may grow when a run is resumed), or not at all:
+#: `fast_update` says how the update is computed, not what it computes, so a resumed run may switch it.
+_NOT_IN_PPO_KWARGS = ("recurrent", "entropy_anneal_steps", "n_envs", "n_episodes", "max_epochs", "fast_update")
 
 
 def ppo_settings(
@@ -379,7 +380,10 @@ def ppo_training_loop(
     if resume is not None:
         st = load_training_checkpoint(resume, agent)
         check_resume_config(st["config"], run_cfg, resume)
-        agent.config = replace(agent.config, n_episodes=config.n_episodes, n_envs=config.n_envs)  # this run's shape
+        # this run's shape, and its choice of update kernels
+        agent.config = replace(
+            agent.config, n_episodes=config.n_episodes, n_envs=config.n_envs, fast_update=config.fast_update
+        )
         history, start = list(st["history"]), int(st["batches_done"])
         restore_rng(st["rng"])
         emit_checkpoint(hub, resume, start, loaded=True)
