@@ -130,3 +130,20 @@ def test_fast_update_flag_reaches_the_agent(tmp_path, monkeypatch):
     ck = torch.load(save, weights_only=True)
     assert ck["config"]["fast_update"] is True
     assert ck["optimizer_state_dict"]["param_groups"][0]["fused"] is True
+
+
+def test_episodes_that_share_a_task_seed(tmp_path, capsys):
+    """--episodes-per-task-seed and --group-baseline reach the trainer (its saved run config), and a group size
+    that does not divide the envs of an update is a one-line error."""
+    import torch
+    save = tmp_path / "agent.pt"
+    rc = main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "2", "--max-epochs", "2", "--max-batches", "2",
+               "--workers", "0", "--episodes-per-task-seed", "2", "--group-baseline", "--save", str(save),
+               "--no-progress"])
+    assert rc == 0, capsys.readouterr().err
+    run = torch.load(save, weights_only=True)["trainer"]["config"]
+    assert (run["episodes_per_task_seed"], run["group_baseline"]) == (2, True)
+    rc = main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "2", "--max-epochs", "2", "--max-batches", "2",
+               "--workers", "0", "--episodes-per-task-seed", "3", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "episodes_per_task_seed=3 must divide" in err and len(err.strip().splitlines()) == 1

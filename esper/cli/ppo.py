@@ -137,6 +137,20 @@ def add_parser(subparsers) -> None:
     a("--resume", default=None, metavar="PATH", help="continue the run saved in PATH")
     a("--recurrent", action="store_true", help="LSTM policy")
     a(
+        "--episodes-per-task-seed",
+        type=positive_int,
+        default=1,
+        metavar="G",
+        help="play the episodes of each PPO update in groups of G on one task seed (episode k plays seed + k // G); "
+        "G must divide --n-envs (or --update-every without --vectorized) (default: 1)",
+    )
+    a(
+        "--group-baseline",
+        action="store_true",
+        help="with --episodes-per-task-seed >= 2: each episode's advantages less the mean of its group's others "
+        "at the same step (a leave-one-out baseline; feed-forward policies)",
+    )
+    a(
         "--fast-update",
         action="store_true",
         help="compile the PPO minibatch step with torch.compile (needs a C++ compiler; the first update pays the "
@@ -280,6 +294,8 @@ def run(args) -> int:
                     param_budget=args.param_budget,
                 ),
                 ppo_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else None,
+                episodes_per_task_seed=args.episodes_per_task_seed,
+                group_baseline=args.group_baseline,
             )
             try:
                 if args.vectorized:
