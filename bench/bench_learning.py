@@ -464,6 +464,15 @@ def plot_lifecycle(seeds: list[dict], histories: dict[int, list[dict]], title: s
     return fig
 
 
+def cpu_model() -> str|None:
+    "The CPU's model name (Linux): floating-point results, and so the benchmark's figures, can differ between CPUs."
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or None
+    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), None)
+
+
 def git_state(repo: Path) -> dict[str, Any]:
     "The checkout's short commit and whether its tree has uncommitted changes (None where git is unavailable)."
     def git(*cmd: str) -> str|None:
@@ -528,7 +537,7 @@ def main(argv: list[str]|None=None) -> int:
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
               "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,
               "schedules": args.schedules, **git_state(Path(__file__).resolve().parent.parent), "device": "cpu",
-              "torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
+              "torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(), "cpu_model": cpu_model(),
               "platform": platform.platform(), "started": started, "argv": sys.argv[1:] if argv is None else argv}
     batches = "every batch" if args.max_batches is None else f"{args.max_batches} batches"
     budget = "" if args.param_budget is None else f"at most {args.param_budget:,} parameters, "
