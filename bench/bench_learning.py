@@ -537,7 +537,8 @@ def main(argv: list[str]|None=None) -> int:
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
               "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,
               "schedules": args.schedules, **git_state(Path(__file__).resolve().parent.parent), "device": "cpu",
-              "torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(), "cpu_model": cpu_model(),
+              "torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
+              "cpu_model": cpu_model(),
               "platform": platform.platform(), "started": started, "argv": sys.argv[1:] if argv is None else argv}
     batches = "every batch" if args.max_batches is None else f"{args.max_batches} batches"
     budget = "" if args.param_budget is None else f"at most {args.param_budget:,} parameters, "

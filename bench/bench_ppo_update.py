@@ -75,12 +75,14 @@ def main():
     ap.add_argument("--state-dim", type=int, default=35)
     ap.add_argument("--actions", type=int, default=9)
     ap.add_argument("--fast-update", action="store_true",
-                    help="Esper with fast_update=True: torch.compile'd minibatch step (needs a C++ compiler), fused Adam")
+                    help="Esper with fast_update=True: torch.compile'd minibatch step (needs a C++ compiler), "
+                         "fused Adam")
     args = ap.parse_args()
     torch.set_num_threads(1); torch.manual_seed(0); np.random.seed(0)
     t_esper, n_esper = esper_update_seconds(args)
     mode = ", fast_update" if args.fast_update else ""
-    print(f"esper PPOAgent.update : {t_esper * 1e3:8.1f} ms per update ({n_esper} parameters, 320 minibatch steps{mode})")
+    print(f"esper PPOAgent.update : {t_esper * 1e3:8.1f} ms per update ({n_esper} parameters, "
+          f"320 minibatch steps{mode})")
     sb3 = sb3_update_seconds(args)
     if sb3 is not None:
         t_sb3, n_sb3 = sb3

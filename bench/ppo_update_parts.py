@@ -3,17 +3,18 @@
 Usage: OMP_NUM_THREADS=1 .venv/bin/python bench/ppo_update_parts.py [--iters 1000] [--no-compile]
 The network is `bench_ppo_update.py`'s (state 35, 9 actions, width 64, minibatch 64, one thread). It prints
 - the Adam step on the agent's flat parameter buffer, single-tensor (what the CPU path uses) and fused;
-- one minibatch's forward, heads, PPO loss and backward, eager and under `torch.compile` (inductor: it needs a C++
-  compiler), with the seconds the first compiled call takes. Best of 5 rounds of `--iters` calls each.
+- one minibatch's forward, heads, PPO loss and backward (the agent's own `minibatch_forward`, run by the
+  `CompiledStep` that `fast_update` uses), eager and under `torch.compile` (inductor: it needs a C++ compiler), with
+  the seconds the first compiled call takes. Best of 5 rounds of `--iters` calls each.
 """
 import argparse
 import time
+import warnings
 
 import torch
 
 from esper.simic import PPOAgent
-from esper.simic.networks import evaluate_heads
-from esper.simic.ppo_loss import ppo_objective
+from esper.simic.compiled_step import CompiledStep, minibatch_forward
 
 
 def per_call_us(fn, iters: int) -> float:
@@ -54,31 +55,25 @@ def main(argv=None) -> int:
     for name, us in adam_steps(n, args.iters).items():
         print(f"Adam step, {name:13s}: {us:7.1f} us ({n:,} parameters)")
 
-    net, head = agent.network, next(iter(agent.head_sizes))
-
-    def loss(states, actions, old_log_probs, neg_advantages, returns, old_values):
-        logits, values = net(states)
-        log_probs, entropies = evaluate_heads(logits, {head: actions}, None)
-        return ppo_objective(log_probs - old_log_probs, neg_advantages, returns, values, old_values, entropies,
-                             {head: 0.01})[0]
-
-    b = 64
-    batch = (torch.randn(b, 35), torch.randint(0, 9, (b,)), torch.randn(b), torch.randn(b), torch.randn(b),
-             torch.randn(b))
-    step = lambda f: (lambda: f(*batch).backward())
-    print(f"forward + loss + backward, eager   : {per_call_us(step(loss), args.iters):7.1f} us (minibatch {b})")
+    head, b = next(iter(agent.head_sizes)), 64
+    mb = {"states": torch.randn(b, 35), "actions": {head: torch.randint(0, 9, (b,))}, "masks": None,
+          "log_probs": torch.randn(b), "values": torch.randn(b), "neg_advantages": torch.randn(b),
+          "returns": torch.randn(b)}
+    coefs = {head: torch.tensor(0.01)}  # a 0-d tensor, as the agent passes it to the compiled step
+    run = lambda step: (lambda: step(agent.network, mb, coefs))
+    eager = CompiledStep(minibatch_forward, compile=False)
+    print(f"forward + loss + backward, eager   : {per_call_us(run(eager), args.iters):7.1f} us (minibatch {b})")
     if args.no_compile:
         return 0
-    compiled = torch.compile(loss, dynamic=False)
-    t0 = time.perf_counter()
-    try:
-        compiled(*batch).backward()
-    except Exception as e:  # no C++ compiler, an unsupported platform: say so in one line
-        print(f"forward + loss + backward, compiled: unavailable ({type(e).__name__}: {str(e).splitlines()[0]})")
+    with warnings.catch_warnings():  # the fallback's warning: the line below says it
+        warnings.simplefilter("ignore", RuntimeWarning)
+        compiled = CompiledStep(minibatch_forward)
+        compiled(agent.network, mb, coefs)  # compiles, or falls back
+    if not compiled.compiled:  # no C++ compiler, an unsupported platform: say so in one line
+        print(f"forward + loss + backward, compiled: unavailable ({compiled.failure})")
         return 0
-    first = time.perf_counter() - t0
-    print(f"forward + loss + backward, compiled: {per_call_us(step(compiled), args.iters):7.1f} us "
-          f"(first call, compiling: {first:.1f} s)")
+    print(f"forward + loss + backward, compiled: {per_call_us(run(compiled), args.iters):7.1f} us "
+          f"(first call, compiling: {compiled.compile_seconds:.1f} s)")
     return 0
 
 
