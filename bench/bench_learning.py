@@ -62,7 +62,7 @@ PRESETS = {
              "rent_weight": 0.0,                                                   # which price them: no rent;
              "contribution_weight": None,
              "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
-             "episodes_per_task_seed": 2, "group_baseline": False},                # each task seed played twice
+             "episodes_per_task_seed": 1, "group_baseline": False},
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
@@ -81,8 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = ap.add_argument
     a("--preset", choices=tuple(PRESETS), default="short",
       help="short: the `make run` setting (15 epochs x 30 batches, 320 episodes, 8 envs); "
-           "full: 30-epoch episodes on every batch within 2,500 parameters, PPO with GAE lambda 0.8, each task seed "
-           "played by two episodes of an update (default: short)")
+           "full: 30-epoch episodes on every batch within 2,500 parameters, PPO with GAE lambda 0.8 (default: short)")
     a("--episodes", type=positive_int, default=None, help="PPO training episodes per training seed (preset: 320)")
     a("--max-epochs", type=positive_int, default=None, help="epochs per episode, >= 2 (short: 15, full: 30)")
     a("--max-batches", type=nonneg_int, default=None,
@@ -118,8 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="PPO's GAE lambda in [0, 1], for tuning runs: given, the table says the preset was changed (short: "
            "TrainingConfig's, 0.95; full: 0.8)")
     a("--episodes-per-task-seed", type=positive_int, default=None,
-      help="PPO training: envs of an update that play one task seed, a divisor of --n-envs (short: 1, every "
-           "episode its own seed; full: 2); given, the table says it")
+      help="PPO training: envs of an update that play one task seed, a divisor of --n-envs (preset: 1, every "
+           "episode its own seed); given, the table says it")
     a("--group-baseline", action="store_true", default=None,
       help="PPO training: each episode's advantages less those of its siblings on the same task seed (a "
            "leave-one-out baseline); needs --episodes-per-task-seed >= 2")
