@@ -54,13 +54,13 @@ PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_a
 PRESETS = {
     "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
               "lr_schedule": "constant", "param_budget": None, "rent_weight": None,    # rent: RewardConfig's
-              "contribution_weight": None, "lr": None, "gae_lambda": None,
+              "contribution_weight": None, "unkept_weight": None, "lr": None, "gae_lambda": None,
               "episodes_per_task_seed": 1, "group_baseline": False},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,
              "rent_weight": 0.0,                                                   # which price them: no rent;
-             "contribution_weight": None,
+             "contribution_weight": None, "unkept_weight": None,
              "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
              "episodes_per_task_seed": 1, "group_baseline": False},
 }
@@ -110,6 +110,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--contribution-weight", type=float, default=None,
       help="PPO's reward: weight of the counterfactual contribution paid at fossilization (preset: RewardConfig's, "
            "0.5); given, the table says it")
+    a("--unkept-weight", type=float, default=None,
+      help="PPO's reward: weight of the contributions of seeds still live, not fossilized, when a run ends, charged "
+           "in its terminal term (preset: RewardConfig's, 0); given, the table says it")
     a("--lr", type=positive_float, default=None,
       help="PPO learning rate, for tuning runs: given, the table says the preset was changed (preset: "
            "TrainingConfig's, 3e-4)")
@@ -156,6 +159,8 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
     if args.contribution_weight is not None and not args.contribution_weight >= 0:
         ap.error(f"--contribution-weight must be >= 0 (got {args.contribution_weight})")
+    if args.unkept_weight is not None and not args.unkept_weight >= 0:
+        ap.error(f"--unkept-weight must be >= 0 (got {args.unkept_weight})")
     if args.n_envs % args.episodes_per_task_seed:
         ap.error(f"--episodes-per-task-seed {args.episodes_per_task_seed} must divide --n-envs {args.n_envs}")
     if args.group_baseline and args.episodes_per_task_seed < 2:
@@ -284,7 +289,7 @@ def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
 
 def reward_config(setup: dict[str, Any]) -> RewardConfig|None:
     "PPO's reward weights: RewardConfig's defaults except where the preset or a flag sets one (None: all defaults)."
-    given = {k: setup[k] for k in ("rent_weight", "contribution_weight") if setup.get(k) is not None}
+    given = {k: setup[k] for k in ("rent_weight", "contribution_weight", "unkept_weight") if setup.get(k) is not None}
     return RewardConfig(**given) if given else None
 
 
@@ -533,6 +538,7 @@ def main(argv: list[str]|None=None) -> int:
              "ppo": dict(PPO_SETTINGS) | args.ppo_settings,
              "env_workers": args.env_workers, "resume": args.resume,
              "rent_weight": args.rent_weight, "contribution_weight": args.contribution_weight,
+             "unkept_weight": args.unkept_weight,
              "episodes_per_task_seed": args.episodes_per_task_seed, "group_baseline": args.group_baseline}
     config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
               "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,
@@ -544,6 +550,7 @@ def main(argv: list[str]|None=None) -> int:
     budget = "" if args.param_budget is None else f"at most {args.param_budget:,} parameters, "
     budget += "" if args.rent_weight is None else f"rent weight {args.rent_weight:g}, "
     budget += "" if args.contribution_weight is None else f"contribution weight {args.contribution_weight:g}, "
+    budget += "" if args.unkept_weight is None else f"unkept weight {args.unkept_weight:g}, "
     title = (f"{TASK}, {args.max_epochs} epochs x {batches}, {args.lr_schedule} learning rates, {budget}"
              f"{args.episodes} PPO episodes x {len(args.train_seeds)} seeds, eval seeds {args.eval_seeds}")
     print(f"learning benchmark, preset {args.preset}: {title}; {args.workers} workers -> {args.out}", flush=True)

@@ -158,14 +158,19 @@ def test_reward_weights_are_the_presets_unless_a_flag_sets_one(tmp_path):
     bl = _bench_module("bench_learning")
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
     weights = lambda args: bl.reward_config({"rent_weight": args.rent_weight,
-                                             "contribution_weight": args.contribution_weight})
+                                             "contribution_weight": args.contribution_weight,
+                                             "unkept_weight": args.unkept_weight})
     assert weights(resolve("--preset", "short")) is None  # RewardConfig's defaults
     full = weights(resolve("--preset", "full"))
     assert (full.rent_weight, full.contribution_weight) == (0.0, bl.RewardConfig().contribution_weight)
     set_both = weights(resolve("--preset", "short", "--contribution-weight", "0", "--rent-weight", "0.1"))
     assert (set_both.rent_weight, set_both.contribution_weight) == (0.1, 0.0)
-    with pytest.raises(SystemExit):
-        resolve("--preset", "full", "--contribution-weight", "-0.5")
+    kept = weights(resolve("--preset", "full", "--contribution-weight", "0", "--unkept-weight", "1"))
+    assert (kept.rent_weight, kept.contribution_weight, kept.unkept_weight) == (0.0, 0.0, 1.0)
+    assert full.unkept_weight == 0.0  # RewardConfig's default: no charge unless a flag sets one
+    for bad in (("--contribution-weight", "-0.5"), ("--unkept-weight", "-1")):
+        with pytest.raises(SystemExit):
+            resolve("--preset", "full", *bad)
 
 
 def test_episodes_that_share_task_seeds_are_checked_and_held_out(tmp_path, capsys):

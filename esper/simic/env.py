@@ -25,7 +25,7 @@ from esper.leyline import (
 from ..tamiyo.features import obs_to_base_features, compute_action_mask
 from ..tamiyo.signals import TamiyoAction
 from .rewards import RewardConfig, compute_reward
-from .seed_management import flat_action_slot, fossilized_contribution
+from .seed_management import flat_action_slot, fossilized_contribution, unkept_contribution
 
 # %% ../../nbs/simic/21_env.ipynb #bbac16dd
 def state_dim(n_slots: int) -> int:
@@ -107,6 +107,7 @@ def step_reward(
             host_params,
             prev_params_added=prev["params_added"],
             fossilized_contribution=fossilized_contribution(prev["stages"], rec["stages"], m),
+            unkept_contribution=unkept_contribution(rec["stages"], m) if rec["done"] else 0.0,
             done=rec["done"],
             action_success=rec["action_success"],
             config=config or RewardConfig(),

@@ -18,6 +18,7 @@ class RewardConfig:
     contribution_weight: float = 0.5  # per unit of counterfactual contribution, paid at fossilization
     rent_weight: float = 0.05  # per (seed parameters / host parameters) kept at the end, paid as they change
     terminal_weight: float = 1.0  # times the final validation accuracy (fraction)
+    unkept_weight: float = 0.0  # per unit of contribution of the seeds still live at the end, charged then
     failed_action_penalty: float = 0.0  # charged when the chosen action could not be carried out
 
     def __post_init__(self):
@@ -44,6 +45,7 @@ def compute_reward(
     host_params: int,  # parameters of the host alone
     prev_params_added: int = 0,  # parameters the seeds added before this epoch's action
     fossilized_contribution: float | None = None,  # contribution (points) of a seed fossilized by this step's action
+    unkept_contribution: float = 0.0,  # contribution (points) of the seeds live, not fossilized, when the episode ends
     done: bool = False,  # this was the last epoch of the episode
     action_success: bool = True,  # the action could be carried out
     config: RewardConfig = RewardConfig(),  # weights
@@ -62,7 +64,9 @@ def compute_reward(
         if fossilized_contribution is not None
         else 0.0,
         rent=-c.rent_weight * (params_added - prev_params_added) / host_params,
-        terminal=c.terminal_weight * accuracy / 100.0 if done else 0.0,
+        terminal=(c.terminal_weight * accuracy - c.unkept_weight * max(unkept_contribution, 0.0)) / 100.0
+        if done
+        else 0.0,
         failed_action=0.0 if action_success else -c.failed_action_penalty,
     )
     return RewardTerms(**terms, total=sum(terms.values()))
