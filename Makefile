@@ -10,8 +10,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.esper-installed
 # The main job: PPO-Tamiyo on the impaired MNIST-1D host, then a comparison on held-out seeds.
 PPO_EPISODES ?= 320
-# --device auto: on a machine with CUDA the policy and the host runs go to the GPU, where --population auto trains
-# each batch of envs as one population (add --population off to step them one by one); elsewhere the CPU as before.
+# --device auto: on a machine with CUDA the policy and the host runs go to the GPU, still in one worker process per
+# core (faster there than one population on the GPU: see the README); elsewhere the CPU.
 PPO_FLAGS ?= --vectorized --n-envs 8 --max-epochs 15 --max-batches 30 --device auto \
 	--entropy-coef-start 0.05 --entropy-coef-end 0.01 --entropy-anneal-episodes 240 --seed 0
 EVAL_SEEDS ?= 2000 2001 2002

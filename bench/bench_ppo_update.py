@@ -1,11 +1,12 @@
 """One PPO update on a 2,048-step buffer: Esper's PPOAgent vs Stable-Baselines3's PPO.
 
 Usage: .venv/bin/python bench/bench_ppo_update.py [--repeats 3] [--state-dim 35] [--actions 9] [--fast-update]
+                                                  [--device cpu]
 SB3 is optional and must NOT be installed into the project venv; install it elsewhere, e.g.
     .venv/bin/pip install --target /tmp/sb3 --no-deps stable-baselines3
     PYTHONPATH=/tmp/sb3 .venv/bin/python bench/bench_ppo_update.py
 Both sides: 2,048 transitions, minibatch 64, 10 epochs (no KL early stop), Adam lr 3e-4, tanh MLPs of width 64,
-one CPU thread. Esper's network shares a 2-layer encoder (actor/critic heads of width 32); SB3 uses separate
+one CPU thread (`--device cuda`: both on the GPU, timed to the end of its work). Esper's network shares a 2-layer encoder (actor/critic heads of width 32); SB3 uses separate
 2-layer actor and critic MLPs (its default) — parameter counts are printed. `--fast-update` times Esper with
 `fast_update=True` (compiled minibatch step, fused Adam, one-norm clip); the first update, which compiles, is the
 untimed warm-up, and its seconds are printed apart.
@@ -20,9 +21,14 @@ import torch
 from esper.simic import PPOAgent
 
 
+def sync(device: str) -> None:
+    "Wait for the GPU's queued work, so that a host clock times it."
+    if torch.device(device).type == "cuda": torch.cuda.synchronize(device)
+
+
 def esper_update_seconds(args) -> tuple[float, int]:
     agent = PPOAgent(state_dim=args.state_dim, action_dim=args.actions, hidden_dim=64, n_epochs=10, batch_size=64,
-                     target_kl=None, device="cpu", fast_update=args.fast_update)
+                     target_kl=None, device=args.device, fast_update=args.fast_update)
     ts, warmup = [], None
     for r in range(args.repeats + 1):
         states = torch.randn(2048, args.state_dim)
@@ -30,7 +36,8 @@ def esper_update_seconds(args) -> tuple[float, int]:
         for t in range(2048):
             agent.store_transition(states[t], int(actions[t]), float(log_probs[t]), float(values[t]),
                                    float(np.random.randn()), t % 25 == 24)
-        t0 = time.perf_counter(); m = agent.update(last_value=0.0); dt = time.perf_counter() - t0
+        sync(args.device); t0 = time.perf_counter(); m = agent.update(last_value=0.0)
+        sync(args.device); dt = time.perf_counter() - t0
         if r: ts.append(dt)  # first update is warm-up
         else: warmup = (dt, m.get("compile_seconds"))
     if args.fast_update:
@@ -59,12 +66,13 @@ def sb3_update_seconds(args):
             return np.random.randn(args.state_dim).astype(np.float32), float(np.random.randn()), self.t % 25 == 0, False, {}
 
     model = PPO("MlpPolicy", RandomEnv(), n_steps=2048, batch_size=64, n_epochs=10, learning_rate=3e-4,
-                policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64])), device="cpu", verbose=0, seed=0)
+                policy_kwargs=dict(net_arch=dict(pi=[64, 64], vf=[64, 64])), device=args.device, verbose=0, seed=0)
     _, callback = model._setup_learn(2048 * (args.repeats + 1), None)
     ts = []
     for r in range(args.repeats + 1):
         model.collect_rollouts(model.env, callback, model.rollout_buffer, n_rollout_steps=2048)
-        t0 = time.perf_counter(); model.train(); dt = time.perf_counter() - t0
+        sync(args.device); t0 = time.perf_counter(); model.train()
+        sync(args.device); dt = time.perf_counter() - t0
         if r: ts.append(dt)
     return statistics.median(ts), sum(p.numel() for p in model.policy.parameters())
 
@@ -77,10 +85,16 @@ def main():
     ap.add_argument("--fast-update", action="store_true",
                     help="Esper with fast_update=True: torch.compile'd minibatch step (needs a C++ compiler), "
                          "fused Adam")
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N, for both sides (default: cpu)")
     args = ap.parse_args()
+    try:
+        torch.empty(0, device=args.device)
+    except (RuntimeError, ValueError) as e:
+        ap.error(f"--device {args.device!r} is not usable here: {str(e).splitlines()[0]}")
     torch.set_num_threads(1); torch.manual_seed(0); np.random.seed(0)
     t_esper, n_esper = esper_update_seconds(args)
     mode = ", fast_update" if args.fast_update else ""
+    print(f"device                : {torch.cuda.get_device_name(args.device) if args.device.startswith('cuda') else 'CPU'}")
     print(f"esper PPOAgent.update : {t_esper * 1e3:8.1f} ms per update ({n_esper} parameters, "
           f"320 minibatch steps{mode})")
     sb3 = sb3_update_seconds(args)
