@@ -6,8 +6,9 @@ SB3 is optional and must NOT be installed into the project venv; install it else
     .venv/bin/pip install --target /tmp/sb3 --no-deps stable-baselines3
     PYTHONPATH=/tmp/sb3 .venv/bin/python bench/bench_ppo_update.py
 Both sides: 2,048 transitions, minibatch 64, 10 epochs (no KL early stop), Adam lr 3e-4, tanh MLPs of width 64,
-one CPU thread (`--device cuda`: both on the GPU, timed to the end of its work). Esper's network shares a 2-layer encoder (actor/critic heads of width 32); SB3 uses separate
-2-layer actor and critic MLPs (its default) — parameter counts are printed. `--fast-update` times Esper with
+one CPU thread (`--device cuda`: both on the GPU, timed to the end of its work). Esper's network shares a 2-layer
+encoder (actor/critic heads of width 32); SB3 uses separate 2-layer actor and critic MLPs (its default) — parameter
+counts are printed. `--fast-update` times Esper with
 `fast_update=True` (compiled minibatch step, fused Adam, one-norm clip); the first update, which compiles, is the
 untimed warm-up, and its seconds are printed apart.
 """
@@ -94,7 +95,8 @@ def main():
     torch.set_num_threads(1); torch.manual_seed(0); np.random.seed(0)
     t_esper, n_esper = esper_update_seconds(args)
     mode = ", fast_update" if args.fast_update else ""
-    print(f"device                : {torch.cuda.get_device_name(args.device) if args.device.startswith('cuda') else 'CPU'}")
+    name = torch.cuda.get_device_name(args.device) if torch.device(args.device).type == "cuda" else "CPU"
+    print(f"device                : {name}")
     print(f"esper PPOAgent.update : {t_esper * 1e3:8.1f} ms per update ({n_esper} parameters, "
           f"320 minibatch steps{mode})")
     sb3 = sb3_update_seconds(args)
