@@ -2,8 +2,8 @@
 
 Each controller plays one episode per task seed, exactly as the learning benchmark evaluates it, and every decision
 other than WAIT is printed as `epoch:OP[/blueprint]@slot`, followed by the final accuracy. With --probs, a policy's
-line is followed by its unsure decisions (no legal action above 0.95 probability) as `epoch:OP p/OP p`, its two
-likeliest actions: a greedy policy takes the first. For example, the policies of a `--preset full` benchmark run
+line is followed by its unsure decisions (no legal action above 0.95 probability) as `epoch:OP@slot p/OP@slot p`,
+its two likeliest actions with the slot each would act on: a greedy policy takes the first. For example, the policies of a `--preset full` benchmark run
 against its best rule:
     OMP_NUM_THREADS=1 .venv/bin/python bench/replay_actions.py --preset full --seeds 2000 2004 \\
         --checkpoints runs/bench_learning/full/seed1/agent.pt --rules concurrent:conv_heavy+conv_small
@@ -19,7 +19,7 @@ import bench_learning as bl  # (the benchmark's presets, episode settings and co
 
 from esper.cli import OneLineParser
 from esper.leyline import flat_to_op
-from esper.simic.env import PPOController
+from esper.simic.env import PPOController, decode_action
 from esper.tamiyo.episode import run_episode
 from esper.tasks import get_task
 
@@ -27,9 +27,11 @@ from esper.tasks import get_task
 UNSURE = 0.95  # a decision whose likeliest legal action has less probability than this is printed by --probs
 
 
-def _name(flat: int) -> str:
+def _name(flat: int, observation: dict[str, Any]) -> str:
+    "A flat action as `OP[/blueprint]@slot`, the slot it acts on in `observation` (none for WAIT)."
     op, blueprint = flat_to_op(flat)
-    return op.name + (f"/{blueprint}" if blueprint else "")
+    where = "" if op.name == "WAIT" else f"@{decode_action(flat, observation, factored=False).slot}"
+    return op.name + (f"/{blueprint}" if blueprint else "") + where
 
 
 class Timeline:
@@ -57,7 +59,7 @@ class Timeline:
             top = probs.topk(2)
             if float(top.values[0]) < UNSURE:
                 self.unsure.append(f"{observation['epoch']}:" + "/".join(
-                    f"{_name(int(i))} {float(p):.2f}" for p, i in zip(top.values, top.indices)))
+                    f"{_name(int(i), observation)} {float(p):.2f}" for p, i in zip(top.values, top.indices)))
         return action
 
 
@@ -68,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoints", nargs="*", default=[], help="trained policies (agent.pt of a benchmark run)")
     ap.add_argument("--rules", nargs="*", default=[], help="fixed rules by name, e.g. concurrent:conv_heavy+conv_small")
     ap.add_argument("--probs", action="store_true",
-                    help=f"after each flat policy's line, its decisions with no action above {UNSURE} probability")
+                    help=f"after each flat policy's line, its decisions with no action above {UNSURE} probability, each "
+                         "of its two likeliest actions with the slot it acts on")
     args = ap.parse_args(argv)
     if not args.checkpoints and not args.rules:
         ap.error("name at least one of --checkpoints and --rules")

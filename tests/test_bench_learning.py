@@ -257,9 +257,11 @@ def test_replay_probs_lists_a_policys_unsure_decisions_likeliest_first(tmp_path,
     assert p.returncode == 0, p.stderr
     timeline, unsure = p.stdout.strip().splitlines()
     assert timeline.startswith(f"task seed 2000  {tmp_path / 'fresh.pt'}: ")
-    entry = r"(\d+):([A-Za-z_/]+) ([\d.]+)/([A-Za-z_/]+) ([\d.]+)"
+    entry = r"(\d+):([A-Za-z_/@\d]+) ([\d.]+)/([A-Za-z_/@\d]+) ([\d.]+)"
     assert re.fullmatch(rf"    unsure: {entry}( {entry})*", unsure), unsure
     pairs = re.findall(entry, unsure)
+    named = [m[k] for m in pairs for k in (1, 3)]
+    assert all(("@" in n) == (n != "WAIT") for n in named), named  # every action but WAIT names its slot
     assert [int(m[0]) for m in pairs] == sorted(int(m[0]) for m in pairs)  # in epoch order
     assert all(float(m[2]) >= float(m[4]) and float(m[2]) < 0.95 for m in pairs)  # likeliest first, none sure
 
