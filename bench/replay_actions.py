@@ -3,8 +3,8 @@
 Each controller plays one episode per task seed, exactly as the learning benchmark evaluates it, and every decision
 other than WAIT is printed as `epoch:OP[/blueprint]@slot`, followed by the final accuracy. With --probs, a policy's
 line is followed by its unsure decisions (no legal action above 0.95 probability) as `epoch:OP@slot p/OP@slot p`,
-its two likeliest actions with the slot each would act on: a greedy policy takes the first. For example, the policies of a `--preset full` benchmark run
-against its best rule:
+its two likeliest actions with the slot each would act on: a greedy policy takes the first. For example, the
+policies of a `--preset full` benchmark run against its best rule:
     OMP_NUM_THREADS=1 .venv/bin/python bench/replay_actions.py --preset full --seeds 2000 2004 \\
         --checkpoints runs/bench_learning/full/seed1/agent.pt --rules concurrent:conv_heavy+conv_small
 """
@@ -18,7 +18,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_learning as bl  # (the benchmark's presets, episode settings and controllers)
 
 from esper.cli import OneLineParser
-from esper.leyline import flat_to_op
 from esper.simic.env import PPOController, decode_action
 from esper.tamiyo.episode import run_episode
 from esper.tasks import get_task
@@ -27,11 +26,10 @@ from esper.tasks import get_task
 UNSURE = 0.95  # a decision whose likeliest legal action has less probability than this is printed by --probs
 
 
-def _name(flat: int, observation: dict[str, Any]) -> str:
-    "A flat action as `OP[/blueprint]@slot`, the slot it acts on in `observation` (none for WAIT)."
-    op, blueprint = flat_to_op(flat)
-    where = "" if op.name == "WAIT" else f"@{decode_action(flat, observation, factored=False).slot}"
-    return op.name + (f"/{blueprint}" if blueprint else "") + where
+def _move(action: Any) -> str:
+    "A `TamiyoAction` as `OP[/blueprint]@slot` (WAIT names no slot)."
+    what = f"/{action.blueprint}" if action.op.name == "GERMINATE" and action.blueprint else ""
+    return action.op.name + what + ("" if action.op.name == "WAIT" else f"@{action.slot}")
 
 
 class Timeline:
@@ -48,8 +46,7 @@ class Timeline:
     def decide(self, observation: dict[str, Any], model: Any) -> Any:
         action = self.controller.decide(observation, model)
         if action.op.name != "WAIT":
-            what = f"/{action.blueprint}" if action.op.name == "GERMINATE" and action.blueprint else ""
-            self.moves.append(f"{observation['epoch']}:{action.op.name}{what}@{action.slot}")
+            self.moves.append(f"{observation['epoch']}:{_move(action)}")
         if isinstance(self.controller, PPOController) and not self.controller.agent.factored:
             d = self.controller.decisions[-1]
             with torch.no_grad():
@@ -58,8 +55,9 @@ class Timeline:
             probs = torch.softmax(logits.reshape(-1).masked_fill(~d.mask, float("-inf")), -1)
             top = probs.topk(2)
             if float(top.values[0]) < UNSURE:
-                self.unsure.append(f"{observation['epoch']}:" + "/".join(
-                    f"{_name(int(i), observation)} {float(p):.2f}" for p, i in zip(top.values, top.indices)))
+                likeliest = [(decode_action(int(i), observation, factored=False), float(p))
+                             for p, i in zip(top.values, top.indices)]
+                self.unsure.append(f"{observation['epoch']}:" + "/".join(f"{_move(a)} {p:.2f}" for a, p in likeliest))
         return action
 
 
@@ -70,8 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--checkpoints", nargs="*", default=[], help="trained policies (agent.pt of a benchmark run)")
     ap.add_argument("--rules", nargs="*", default=[], help="fixed rules by name, e.g. concurrent:conv_heavy+conv_small")
     ap.add_argument("--probs", action="store_true",
-                    help=f"after each flat policy's line, its decisions with no action above {UNSURE} probability, each "
-                         "of its two likeliest actions with the slot it acts on")
+                    help=f"after each flat policy's line, its decisions with no action above {UNSURE} probability, "
+                         "each of its two likeliest actions with the slot it acts on")
     args = ap.parse_args(argv)
     if not args.checkpoints and not args.rules:
         ap.error("name at least one of --checkpoints and --rules")
