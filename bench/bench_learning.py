@@ -55,14 +55,15 @@ PRESETS = {
     "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
               "lr_schedule": "constant", "param_budget": None, "rent_weight": None,    # rent: RewardConfig's
               "contribution_weight": None, "unkept_weight": None, "lr": None, "gae_lambda": None,
-              "episodes_per_task_seed": 1, "group_baseline": False},
+              "episodes_per_task_seed": 1, "group_baseline": False, "lr_end": None, "lr_anneal_episodes": None},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,
              "rent_weight": 0.0,                                                   # which price them: no rent;
              "contribution_weight": None, "unkept_weight": None,
              "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
-             "episodes_per_task_seed": 1, "group_baseline": False},
+             "episodes_per_task_seed": 1, "group_baseline": False,
+             "lr_end": None, "lr_anneal_episodes": None},                          # PPO's rate: fixed
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
@@ -119,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--gae-lambda", type=float, default=None,
       help="PPO's GAE lambda in [0, 1], for tuning runs: given, the table says the preset was changed (short: "
            "TrainingConfig's, 0.95; full: 0.8)")
+    a("--lr-end", type=float, default=None,
+      help="PPO training: the learning rate at the end of a linear ramp from --lr, in [0, 1], with "
+           "--lr-anneal-episodes (preset: none, a fixed rate); given, the table says it")
+    a("--lr-anneal-episodes", type=positive_int, default=None,
+      help="PPO training: episodes over which the learning rate falls to --lr-end (a ramp shorter than the run "
+           "holds --lr-end after it)")
     a("--episodes-per-task-seed", type=positive_int, default=None,
       help="PPO training: envs of an update that play one task seed, a divisor of --n-envs (preset: 1, every "
            "episode its own seed); given, the table says it")
@@ -154,7 +161,14 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         if given != value: args.overrides[key] = given
     if args.gae_lambda is not None and not 0 <= args.gae_lambda <= 1:
         ap.error(f"--gae-lambda must be in [0, 1] (got {args.gae_lambda})")
-    args.ppo_settings = {k: v for k, v in (("lr", args.lr), ("gae_lambda", args.gae_lambda)) if v is not None}
+    if (args.lr_end is None) != (args.lr_anneal_episodes is None):
+        ap.error("--lr-end and --lr-anneal-episodes go together: PPO's learning rate falls from its start to "
+                 "--lr-end over --lr-anneal-episodes episodes")
+    if args.lr_end is not None and not 0 <= args.lr_end <= 1:
+        ap.error(f"--lr-end must be in [0, 1] (got {args.lr_end})")
+    tuned = (("lr", args.lr), ("gae_lambda", args.gae_lambda), ("lr_end", args.lr_end),
+             ("lr_anneal_episodes", args.lr_anneal_episodes))
+    args.ppo_settings = {k: v for k, v in tuned if v is not None}
     if args.rent_weight is not None and not args.rent_weight >= 0:
         ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
     if args.contribution_weight is not None and not args.contribution_weight >= 0:
@@ -341,7 +355,8 @@ def seed_summary(trained: dict[str, Any], episodes: list[dict[str, Any]]) -> dic
     heads = sorted({k for r in history for k in r if k.startswith("head_entropy/")})
     curve = [{"episodes": r["episodes"], "batch": r["batch"], "eval_accuracy": r["eval_accuracy"],
               "eval_params_added": r["eval_params_added"], "train_accuracy": r["avg_accuracy"],
-              "explained_variance": r.get("explained_variance")} for r in history if "eval_accuracy" in r]
+              "explained_variance": r.get("explained_variance"), "lr": r.get("lr")}
+             for r in history if "eval_accuracy" in r]
     return {"train_seed": trained["train_seed"], "final_accuracy": _mean(episodes, "final_accuracy"),
             "params_in_all": _mean(episodes, "params_in_all"), "params_added": _mean(episodes, "params_added"),
             "germinated": _mean(episodes, "seeds_germinated"), "fossilized": _mean(episodes, "seeds_fossilized"),

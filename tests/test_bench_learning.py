@@ -17,13 +17,15 @@ TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs",
 
 def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
     out = tmp_path / "bl"
-    p = run_bench("bench_learning.py", *TINY, "--lr", "0.002", "--gae-lambda", "0.8", "--out", str(out), cwd=tmp_path,
-                  timeout=120)
+    p = run_bench("bench_learning.py", *TINY, "--lr", "0.002", "--gae-lambda", "0.8", "--lr-end", "0.001",
+                  "--lr-anneal-episodes", "4", "--out", str(out), cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads((out / "results.json").read_text())
     assert res["config"]["overrides"]["lr"] == 0.002 and "lr=0.002, gae_lambda=0.8" in res["table"]  # a tuning run
     agent = load_ppo_controller(str(out / "seed0" / "agent.pt")).agent  # says so, and trains with them
     assert (agent.config.lr, agent.config.gae_lambda) == (0.002, 0.8)
+    assert (agent.config.lr_end, agent.config.lr_anneal_steps) == (0.001, 2)  # 4 episodes of 2 envs: 2 updates
+    assert [r["lr"] for r in res["ppo_seeds"][0]["curve"]] == [0.002, 0.0015]  # the rate of the update just done
     names = ["static", "random", "heuristic", "schedule:conv_small", "concurrent:conv_small+depthwise", "ppo"]
     assert list(res["summary"]) == names
     for name in names:
@@ -152,6 +154,23 @@ def test_the_full_preset_sets_gae_lambda_without_calling_it_a_change(tmp_path):
     assert resolve("--preset", "full", "--gae-lambda", "0.8").overrides == {}  # the preset's own value
     assert resolve("--preset", "full", "--gae-lambda", "0.95").overrides == {"gae_lambda": 0.95}
     assert resolve("--preset", "short", "--lr", "0.001").overrides == {"lr": 0.001}
+    ramp = resolve("--preset", "full", "--lr-end", "0", "--lr-anneal-episodes", "320")
+    assert ramp.overrides == {"lr_end": 0.0, "lr_anneal_episodes": 320}
+    assert ramp.ppo_settings == {"gae_lambda": 0.8, "lr_end": 0.0, "lr_anneal_episodes": 320}
+
+
+@pytest.mark.parametrize("flags, line", [
+    (["--lr-end", "0"], "--lr-end and --lr-anneal-episodes go together"),
+    (["--lr-anneal-episodes", "8"], "--lr-end and --lr-anneal-episodes go together"),
+    (["--lr-end", "1.5", "--lr-anneal-episodes", "8"], "--lr-end must be in [0, 1] (got 1.5)"),
+])
+def test_refuses_half_a_learning_rate_ramp_in_one_line(tmp_path, capsys, flags, line):
+    bl = _bench_module("bench_learning")
+    with pytest.raises(SystemExit) as e:
+        bl.resolve_args(bl.build_parser(), ["--preset", "full", *flags, "--out", str(tmp_path / "bl")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1, err
+    assert err[0].startswith("bench_learning.py: error: ") and line in err[0], err
 
 
 def test_reward_weights_are_the_presets_unless_a_flag_sets_one(tmp_path):

@@ -6,7 +6,8 @@ import pytest
 from esper.cli import build_parser, main
 
 SEED_FLAGS = ("--vectorized", "--n-envs", "--n-episodes", "--episodes", "--max-epochs", "--devices", "--entropy-coef",
-              "--entropy-coef-start", "--entropy-coef-end", "--entropy-anneal-episodes", "--lr", "--clip-ratio",
+              "--entropy-coef-start", "--entropy-coef-end", "--entropy-anneal-episodes", "--lr", "--lr-end",
+              "--lr-anneal-episodes", "--clip-ratio",
               "--gamma", "--save", "--resume", "--recurrent", "--factored", "--telemetry-dir", "--telemetry-level",
               "--seed", "--task", "--update-every", "--fast-update")
 
@@ -75,6 +76,25 @@ def test_lr_schedule_is_part_of_the_run(tmp_path, capsys):
     assert rc == 1 and "lr_schedule" in err and "'cosine'" in err
     with pytest.raises(SystemExit) as e: main(["ppo", "--lr-schedule", "step"])
     assert e.value.code == 2 and "--lr-schedule" in capsys.readouterr().err
+
+
+def test_lr_ramp_reaches_the_updates_and_needs_both_flags(tmp_path, capsys):
+    save = tmp_path / "agent.pt"
+    rc = main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "6", "--max-epochs", "2", "--max-batches", "1",
+               "--lr", "0.001", "--lr-end", "0", "--lr-anneal-episodes", "4", "--no-progress", "--save", str(save)])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "Learning rate: 0.001 -> 0.0 over 4 episodes" in out.out.splitlines()
+    hist = json.loads((tmp_path / "agent.pt.history.json").read_text())
+    assert [h["lr"] for h in hist] == [0.001, 0.0005, 0.0]  # 4 episodes // 2 envs: a ramp of 2 updates
+    for half in (["--lr-end", "0"], ["--lr-anneal-episodes", "4"]):
+        assert main(["ppo", "--n-episodes", "1", "--max-epochs", "2", *half]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "--lr-end and --lr-anneal-episodes go together" in err[0], err
+    assert main(["ppo", "--n-episodes", "1", "--max-epochs", "2", "--max-batches", "1", "--no-progress",
+                 "--lr-end", "2", "--lr-anneal-episodes", "4"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "lr_end must be in [0, 1]" in err[0], err
 
 
 def test_population_flag_trains_the_batch_as_one_population_and_refuses_what_it_cannot_do(capsys):

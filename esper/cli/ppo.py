@@ -124,7 +124,20 @@ def add_parser(subparsers) -> None:
         default=0,
         help="episodes over which to anneal entropy (0=fixed, no annealing)",
     )
-    a("--lr", type=positive_float, default=3e-4, help="Adam learning rate (default: 3e-4)")
+    a("--lr", type=positive_float, default=3e-4, help="Adam learning rate, or the start of its ramp (default: 3e-4)")
+    a(
+        "--lr-end",
+        type=_nonneg_float,
+        default=None,
+        help="learning rate at the end of a linear ramp from --lr, in [0, 1]; needs --lr-anneal-episodes "
+        "(default: --lr throughout)",
+    )
+    a(
+        "--lr-anneal-episodes",
+        type=nonneg_int,
+        default=0,
+        help="episodes over which the learning rate falls from --lr to --lr-end (0=fixed)",
+    )
     a("--clip-ratio", type=_unit_float, default=0.2, help="PPO clip ratio in (0, 1] (default: 0.2)")
     a("--gamma", type=_unit_float, default=0.99, help="discount in (0, 1] (default: 0.99)")
     a(
@@ -241,6 +254,14 @@ def run(args) -> int:
     if args.workers is not None and not args.vectorized:
         print("esper-train ppo: error: --workers needs --vectorized", file=sys.stderr)
         return 2
+    if (args.lr_end is None) != (args.lr_anneal_episodes == 0):
+        print(
+            "esper-train ppo: error: --lr-end and --lr-anneal-episodes go together (the rate falls from --lr to "
+            f"--lr-end over that many episodes; got --lr-end {args.lr_end}, --lr-anneal-episodes "
+            f"{args.lr_anneal_episodes})",
+            file=sys.stderr,
+        )
+        return 2
     epu = args.n_envs if args.vectorized else args.update_every
     try:
         done_line = _completed(args, epu) if args.resume else None
@@ -254,6 +275,8 @@ def run(args) -> int:
         annealing_line(args.entropy_coef, args.entropy_coef_start, args.entropy_coef_end, args.entropy_anneal_episodes),
         flush=True,
     )
+    if args.lr_end is not None:
+        print(f"Learning rate: {args.lr} -> {args.lr_end} over {args.lr_anneal_episodes} episodes", flush=True)
     try:
         device = str(resolve_device(args.device))
         devices = [str(resolve_device(d)) for d in args.devices] if args.devices else None
@@ -269,6 +292,7 @@ def run(args) -> int:
     try:
         config = TrainingConfig(
             lr=args.lr,
+            lr_end=args.lr_end,
             clip_ratio=args.clip_ratio,
             gamma=args.gamma,
             entropy_coef=args.entropy_coef,
@@ -290,6 +314,7 @@ def run(args) -> int:
                 task=args.task,
                 config=config,
                 entropy_anneal_episodes=args.entropy_anneal_episodes,
+                lr_anneal_episodes=args.lr_anneal_episodes,
                 factored=args.factored,
                 seed=args.seed,
                 save_path=args.save,

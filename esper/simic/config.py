@@ -31,6 +31,7 @@ _INF = float("inf")
 # field -> (low, high, low_inclusive, high_inclusive)
 _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "lr": (0.0, 1.0, False, True),
+    "lr_end": (0.0, 1.0, True, True),
     "gamma": (0.0, 1.0, False, True),
     "gae_lambda": (0.0, 1.0, True, True),
     "clip_ratio": (0.0, 1.0, False, True),
@@ -55,6 +56,7 @@ _INT_MIN: dict[str, int] = {
     "n_episodes": 1,
     "max_epochs": 1,
     "entropy_anneal_steps": 0,
+    "lr_anneal_steps": 0,
 }
 
 
@@ -78,6 +80,8 @@ def validate_range(
 #: The fields a `PPOAgent` reads: PPO, entropy schedule and network (`hidden_dim`, `recurrent`, `lstm_hidden_dim`).
 PPO_FIELDS: tuple[str, ...] = (
     "lr",
+    "lr_end",
+    "lr_anneal_steps",
     "gamma",
     "gae_lambda",
     "clip_ratio",
@@ -106,7 +110,9 @@ class TrainingConfig:
     "Hyperparameters of a Simic PPO run, validated on construction."
 
     # PPO
-    lr: float = DEFAULT_LEARNING_RATE
+    lr: float = DEFAULT_LEARNING_RATE  # Adam's step size, or the start of its ramp
+    lr_end: float | None = None  # the rate from `lr_anneal_steps` updates on (None: `lr` throughout)
+    lr_anneal_steps: int = 0  # length of the linear ramp from `lr` to `lr_end`, in PPO updates
     gamma: float = DEFAULT_GAMMA
     gae_lambda: float = DEFAULT_GAE_LAMBDA
     clip_ratio: float = DEFAULT_CLIP_RATIO
@@ -146,7 +152,7 @@ class TrainingConfig:
         "Check every field against its range."
         for name, (lo, hi, li, hi_inc) in _RANGES.items():
             v = getattr(self, name)
-            if v is None and name in ("target_kl", "entropy_coef_start", "entropy_coef_end"):
+            if v is None and name in ("target_kl", "entropy_coef_start", "entropy_coef_end", "lr_end"):
                 continue
             validate_range(v, name, lo, hi, li, hi_inc)
         for name, lo in _INT_MIN.items():
@@ -156,6 +162,8 @@ class TrainingConfig:
         for name in ("clip_value", "adaptive_entropy_floor", "recurrent", "fast_update"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"{name} must be True or False (got {getattr(self, name)!r})")
+        if self.lr_anneal_steps and self.lr_end is None:
+            raise ValueError(f"lr_anneal_steps={self.lr_anneal_steps} ramps the learning rate to lr_end: give lr_end")
 
     def to_ppo_kwargs(self) -> dict[str, Any]:
         "Keyword arguments for `PPOAgent` (or pass the whole config: `PPOAgent(..., config=self)`)."

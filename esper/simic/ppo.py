@@ -15,7 +15,7 @@ from fastcore.basics import patch
 from torch import nn
 
 from ..leyline import N_FLAT_ACTIONS
-from .annealing import EntropySchedule
+from .annealing import EntropySchedule, linear_anneal
 from .anomaly_detector import AnomalyDetector
 from .buffer import MultiEnvRolloutBuffer
 from .compiled_step import CompiledStep, minibatch_forward
@@ -192,6 +192,22 @@ def get_entropy_floor(self: PPOAgent, action_mask: torch.Tensor | dict | None = 
     if isinstance(action_mask, dict):
         return max(self.entropy_schedule.floor(m) for m in action_mask.values())
     return self.entropy_schedule.floor(action_mask)
+
+# %% ../../nbs/simic/08_ppo.ipynb #b3d820b5
+@patch
+def get_lr(self: PPOAgent) -> float:
+    "Adam's step size at the current `train_steps`: `lr`, or its linear ramp to `lr_end`."
+    if self.lr_end is None:
+        return self.lr
+    return linear_anneal(self.train_steps, self.lr, self.lr_end, self.lr_anneal_steps)
+
+
+@patch
+def _apply_lr(self: PPOAgent) -> None:
+    "Give every parameter group the rate `get_lr()` (called at the start of each update)."
+    lr = self.get_lr()
+    for group in self.optimizer.param_groups:
+        group["lr"] = lr
 
 # %% ../../nbs/simic/08_ppo.ipynb #6f036846
 @patch
@@ -501,6 +517,7 @@ def update(
     if len(self.buffer) == 0:
         warnings.warn("update() called with an empty buffer: nothing to learn", RuntimeWarning)
         return {}
+    self._apply_lr()
     # 1. rollout -> tensors, 2. GAE advantages and returns (the critic's targets)
     b = self.buffer.tensors(self.head_sizes, self.device, self.mask_shapes)
     advantages, returns = (t.to(self.device) for t in self.buffer.advantages(last_value, self.gamma, self.gae_lambda))
@@ -551,6 +568,7 @@ def update_recurrent(
     "PPO update over whole episode sequences of a recurrent policy (see the recurrent chapter)."
     from esper.simic.recurrent import update_recurrent
 
+    self._apply_lr()
     return update_recurrent(self, last_values, n_epochs)
 
 # %% ../../nbs/simic/08_ppo.ipynb #ea81f58a
@@ -573,6 +591,7 @@ def _finish(
         n_samples=n,
         train_steps=self.train_steps,
         entropy_coef=self.get_entropy_coef(),
+        lr=self.optimizer.param_groups[0]["lr"],  # the rate this update stepped with
     )
     report = self.anomaly_detector.check_all(
         metrics["ratio_max"],

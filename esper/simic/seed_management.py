@@ -100,10 +100,11 @@ def episode_seed(
 def calculate_entropy_anneal_steps(
     anneal_episodes: int,  # episodes over which to anneal (0 = fixed coefficient)
     episodes_per_update: int,  # n_envs (vectorized) or update_every (single env)
+    name: str = "entropy_anneal_episodes",  # the argument, for the message (also `lr_anneal_episodes`)
 ) -> int:
-    "PPO updates over which the entropy coefficient is annealed."
+    "PPO updates over which a schedule (the entropy coefficient's, the learning rate's) is annealed."
     if anneal_episodes < 0:
-        raise ValueError(f"entropy_anneal_episodes must be >= 0 (got {anneal_episodes})")
+        raise ValueError(f"{name} must be >= 0 (got {anneal_episodes})")
     if episodes_per_update < 1:
         raise ValueError(f"episodes_per_update must be >= 1 (got {episodes_per_update})")
     return 0 if anneal_episodes == 0 else max(1, anneal_episodes // episodes_per_update)
@@ -121,6 +122,7 @@ _KEEP = (
     "n_samples",
     "ratio_max",
     "ratio_min",
+    "lr",
 )
 _RENAME = {
     "value_pred_mean": "value_mean",

@@ -74,7 +74,10 @@ def load_training_checkpoint(
 
 #: Settings added to the trainer config after checkpoints were first written, with the value every run
 #: saved before them used: a checkpoint that lacks one ran with that value.
-ADDED_SETTINGS: dict[str, dict[str, Any]] = {"episode_config": {"lr_schedule": "constant", "param_budget": None}}
+ADDED_SETTINGS: dict[str, Any] = {
+    "episode_config": {"lr_schedule": "constant", "param_budget": None},
+    "lr_anneal_episodes": 0,
+}
 
 
 def check_resume_config(
@@ -85,8 +88,11 @@ def check_resume_config(
     "A resumed run must be the same run: every saved setting must match (the episode count may grow)."
     saved = dict(saved)
     for key, added in ADDED_SETTINGS.items():
-        if isinstance(saved.get(key), dict):
-            saved[key] = added | saved[key]
+        if isinstance(added, dict):
+            if isinstance(saved.get(key), dict):
+                saved[key] = added | saved[key]
+        elif key not in saved and key in current:
+            saved[key] = added
     diff = [f"{k}: checkpoint {saved[k]!r}, now {current.get(k)!r}" for k in saved if saved[k] != current.get(k)]
     if diff:
         raise ValueError(f"cannot resume from {path}: settings differ ({'; '.join(diff)})")

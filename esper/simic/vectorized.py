@@ -178,7 +178,15 @@ _RUN_HPARAMS = ("lr", "clip_ratio", "gamma", "entropy_coef", "entropy_coef_start
 #: Config fields compared elsewhere (`recurrent`; the ramp as `entropy_anneal_episodes`; the run's shape as
 #: `max_epochs` and `episodes_per_update`, while `n_episodes` may grow when a run is resumed), or not at all:
 #: `fast_update` says how the update is computed, not what it computes, so a resumed run may switch it.
-_NOT_IN_PPO_KWARGS = ("recurrent", "entropy_anneal_steps", "n_envs", "n_episodes", "max_epochs", "fast_update")
+_NOT_IN_PPO_KWARGS = (
+    "recurrent",
+    "entropy_anneal_steps",
+    "lr_anneal_steps",
+    "n_envs",
+    "n_episodes",
+    "max_epochs",
+    "fast_update",
+)
 
 
 def ppo_settings(
@@ -283,6 +291,7 @@ def ppo_training_loop(
     device: str = "cpu",
     devices: list[str] | None = None,
     entropy_anneal_episodes: int = 0,
+    lr_anneal_episodes: int = 0,
     factored: bool = False,
     seed: int = 0,
     save_path: str | None = None,
@@ -349,8 +358,26 @@ def ppo_training_loop(
             f"entropy_anneal_episodes={entropy_anneal_episodes} ({steps} updates of {episodes_per_update} "
             "episodes); the trainers take the entropy ramp in episodes"
         )
+    lr_steps = calculate_entropy_anneal_steps(lr_anneal_episodes, episodes_per_update, "lr_anneal_episodes")
+    if (config.lr_end is None) != (lr_steps == 0):
+        raise ValueError(
+            f"lr_end={config.lr_end!r} and lr_anneal_episodes={lr_anneal_episodes} go together: PPO's learning "
+            "rate falls from lr to lr_end over lr_anneal_episodes episodes (give both, or neither)"
+        )
+    if config.lr_anneal_steps not in (0, lr_steps):
+        raise ValueError(
+            f"config.lr_anneal_steps={config.lr_anneal_steps} contradicts lr_anneal_episodes={lr_anneal_episodes} "
+            f"({lr_steps} updates of {episodes_per_update} episodes); the trainers take the rate's ramp in episodes"
+        )
     n_envs = episodes_per_update if parallel else 1  # what the agent's config records: the run as it was
-    config = replace(config, entropy_anneal_steps=steps, n_episodes=n_episodes, n_envs=n_envs, max_epochs=max_epochs)
+    config = replace(
+        config,
+        entropy_anneal_steps=steps,
+        lr_anneal_steps=lr_steps,
+        n_episodes=n_episodes,
+        n_envs=n_envs,
+        max_epochs=max_epochs,
+    )
     agent_kwargs = agent_kwargs or {}
     agent = PPOAgent(state_dim(n_slots), action_dim(n_slots, factored), config=config, device=device, **agent_kwargs)
     agent.obs_normalizer = RunningMeanStd((agent.state_dim,), device=agent.device)  # on the policy device from start
@@ -372,6 +399,7 @@ def ppo_training_loop(
         "group_baseline": group_baseline,
         **run_hparams,
         "entropy_anneal_episodes": entropy_anneal_episodes,
+        "lr_anneal_episodes": lr_anneal_episodes,
         "ppo_kwargs": other_hparams,
         "reward_config": _plain(reward_config or RewardConfig()),
         "episode_config": _plain(cfg),
@@ -509,6 +537,7 @@ def train_ppo_vectorized(
     task: str = "mnist1d",  # task name
     config: TrainingConfig | None = None,  # the agent's hyperparameters (default: `TrainingConfig()` with `hparams`)
     entropy_anneal_episodes: int = 0,  # episodes of the ramp (converted to updates: // n_envs)
+    lr_anneal_episodes: int = 0,  # episodes of PPO's learning-rate ramp from `lr` to `lr_end` (// n_envs)
     factored: bool = False,  # factored heads (slot, blueprint, blend, op) instead of the flat actions
     seed: int = 0,  # run seed; episode k uses seed + k // episodes_per_task_seed
     save_path: str | None = None,  # checkpoint every `checkpoint_every` batches and at the end
@@ -545,6 +574,7 @@ def train_ppo_vectorized(
         device=device,
         devices=devices or [device],
         entropy_anneal_episodes=entropy_anneal_episodes,
+        lr_anneal_episodes=lr_anneal_episodes,
         factored=factored,
         seed=seed,
         save_path=save_path,
