@@ -63,7 +63,7 @@ PRESETS = {
              "contribution_weight": None, "unkept_weight": None,
              "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
              "episodes_per_task_seed": 1, "group_baseline": False,
-             "lr_end": None, "lr_anneal_episodes": None},                          # PPO's rate: fixed
+             "lr_end": 0.0, "lr_anneal_episodes": None},                           # PPO's rate: to 0 over the run
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     a = ap.add_argument
     a("--preset", choices=tuple(PRESETS), default="short",
       help="short: the `make run` setting (15 epochs x 30 batches, 320 episodes, 8 envs); "
-           "full: 30-epoch episodes on every batch within 2,500 parameters, PPO with GAE lambda 0.8 (default: short)")
+           "full: 30-epoch episodes on every batch within 2,500 parameters, PPO with GAE lambda 0.8 and a learning "
+           "rate falling to 0 over the run (default: short)")
     a("--episodes", type=positive_int, default=None, help="PPO training episodes per training seed (preset: 320)")
     a("--max-epochs", type=positive_int, default=None, help="epochs per episode, >= 2 (short: 15, full: 30)")
     a("--max-batches", type=nonneg_int, default=None,
@@ -121,11 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
       help="PPO's GAE lambda in [0, 1], for tuning runs: given, the table says the preset was changed (short: "
            "TrainingConfig's, 0.95; full: 0.8)")
     a("--lr-end", type=float, default=None,
-      help="PPO training: the learning rate at the end of a linear ramp from --lr, in [0, 1], with "
-           "--lr-anneal-episodes (preset: none, a fixed rate); given, the table says it")
-    a("--lr-anneal-episodes", type=positive_int, default=None,
-      help="PPO training: episodes over which the learning rate falls to --lr-end (a ramp shorter than the run "
-           "holds --lr-end after it)")
+      help="PPO training: the learning rate at the end of a linear ramp from --lr, in [0, 1] (short: none, a "
+           "fixed rate; full: 0); given, the table says it")
+    a("--lr-anneal-episodes", type=nonneg_int, default=None,
+      help="PPO training: episodes over which the learning rate falls to --lr-end; a ramp shorter than the run "
+           "holds --lr-end after it, 0 = no ramp, a fixed rate (default: the whole run, where there is an --lr-end)")
     a("--episodes-per-task-seed", type=positive_int, default=None,
       help="PPO training: envs of an update that play one task seed, a divisor of --n-envs (preset: 1, every "
            "episode its own seed); given, the table says it")
@@ -150,22 +151,31 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     "Parse, fill the preset's values in, and refuse inconsistent settings with one line."
     args = ap.parse_args(argv)
     preset = PRESETS[args.preset]
-    args.overrides = {}
+    args.overrides, flagged = {}, set()
     for key, value in preset.items():
+        if key == "lr_anneal_episodes" and value is None and preset["lr_end"] is not None:
+            value = args.episodes  # a preset's ramp spans the run (episodes are filled in above)
         given = getattr(args, key)
         if given is None:
             setattr(args, key, value)
             continue
+        flagged.add(key)
         if key in ("max_batches", "param_budget") and given == 0: given = None  # 0 = every batch, no budget
         setattr(args, key, given)
         if given != value: args.overrides[key] = given
     if args.gae_lambda is not None and not 0 <= args.gae_lambda <= 1:
         ap.error(f"--gae-lambda must be in [0, 1] (got {args.gae_lambda})")
-    if (args.lr_end is None) != (args.lr_anneal_episodes is None):
-        ap.error("--lr-end and --lr-anneal-episodes go together: PPO's learning rate falls from its start to "
-                 "--lr-end over --lr-anneal-episodes episodes")
     if args.lr_end is not None and not 0 <= args.lr_end <= 1:
         ap.error(f"--lr-end must be in [0, 1] (got {args.lr_end})")
+    if args.lr_anneal_episodes == 0:  # no ramp: a fixed rate, unless a ramp's end was asked for in the same breath
+        if "lr_end" in flagged:
+            ap.error(f"--lr-end {args.lr_end} needs a ramp: --lr-anneal-episodes 0 means a fixed rate")
+        args.lr_end = args.lr_anneal_episodes = None
+    elif args.lr_end is None and args.lr_anneal_episodes is not None:
+        ap.error(f"--lr-anneal-episodes {args.lr_anneal_episodes} ramps PPO's learning rate down to --lr-end: "
+                 "give --lr-end")
+    elif args.lr_end is not None and args.lr_anneal_episodes is None:
+        args.lr_anneal_episodes = args.episodes  # the ramp spans the run
     tuned = (("lr", args.lr), ("gae_lambda", args.gae_lambda), ("lr_end", args.lr_end),
              ("lr_anneal_episodes", args.lr_anneal_episodes))
     args.ppo_settings = {k: v for k, v in tuned if v is not None}

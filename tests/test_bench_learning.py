@@ -145,29 +145,35 @@ def test_replay_refuses_an_unreadable_checkpoint_in_one_line(tmp_path, run_bench
     assert "--checkpoints: cannot load" in p.stderr
 
 
-def test_the_full_preset_sets_gae_lambda_without_calling_it_a_change(tmp_path):
+def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp_path):
     bl = _bench_module("bench_learning")
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
     full, short = resolve("--preset", "full"), resolve("--preset", "short")
-    assert full.ppo_settings == {"gae_lambda": 0.8} and full.overrides == {}
+    assert full.ppo_settings == {"gae_lambda": 0.8, "lr_end": 0.0, "lr_anneal_episodes": 320} and full.overrides == {}
     assert short.ppo_settings == {} and short.overrides == {}  # TrainingConfig's defaults
     assert resolve("--preset", "full", "--gae-lambda", "0.8").overrides == {}  # the preset's own value
     assert resolve("--preset", "full", "--gae-lambda", "0.95").overrides == {"gae_lambda": 0.95}
     assert resolve("--preset", "short", "--lr", "0.001").overrides == {"lr": 0.001}
-    ramp = resolve("--preset", "full", "--lr-end", "0", "--lr-anneal-episodes", "320")
-    assert ramp.overrides == {"lr_end": 0.0, "lr_anneal_episodes": 320}
-    assert ramp.ppo_settings == {"gae_lambda": 0.8, "lr_end": 0.0, "lr_anneal_episodes": 320}
+    same = resolve("--preset", "full", "--lr-end", "0", "--lr-anneal-episodes", "320")
+    assert same.overrides == {} and same.ppo_settings == full.ppo_settings
+    longer = resolve("--preset", "full", "--episodes", "640")  # the preset's ramp spans the run, however long
+    assert longer.overrides == {"episodes": 640} and longer.ppo_settings["lr_anneal_episodes"] == 640
+    fixed = resolve("--preset", "full", "--lr-anneal-episodes", "0")
+    assert fixed.overrides == {"lr_anneal_episodes": 0} and fixed.ppo_settings == {"gae_lambda": 0.8}
+    ramp = resolve("--preset", "short", "--lr-end", "0.0001")
+    assert ramp.overrides == {"lr_end": 0.0001}  # a ramp's end alone: the ramp spans the run
+    assert ramp.ppo_settings == {"lr_end": 0.0001, "lr_anneal_episodes": 320}
 
 
 @pytest.mark.parametrize("flags, line", [
-    (["--lr-end", "0"], "--lr-end and --lr-anneal-episodes go together"),
-    (["--lr-anneal-episodes", "8"], "--lr-end and --lr-anneal-episodes go together"),
-    (["--lr-end", "1.5", "--lr-anneal-episodes", "8"], "--lr-end must be in [0, 1] (got 1.5)"),
+    (["--preset", "short", "--lr-anneal-episodes", "8"], "--lr-anneal-episodes 8 ramps PPO's learning rate down"),
+    (["--preset", "full", "--lr-end", "0", "--lr-anneal-episodes", "0"], "--lr-end 0.0 needs a ramp"),
+    (["--preset", "full", "--lr-end", "1.5"], "--lr-end must be in [0, 1] (got 1.5)"),
 ])
 def test_refuses_half_a_learning_rate_ramp_in_one_line(tmp_path, capsys, flags, line):
     bl = _bench_module("bench_learning")
     with pytest.raises(SystemExit) as e:
-        bl.resolve_args(bl.build_parser(), ["--preset", "full", *flags, "--out", str(tmp_path / "bl")])
+        bl.resolve_args(bl.build_parser(), [*flags, "--out", str(tmp_path / "bl")])
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1, err
     assert err[0].startswith("bench_learning.py: error: ") and line in err[0], err
