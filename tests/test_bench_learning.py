@@ -109,6 +109,21 @@ def _bench_module(name: str):
     return module
 
 
+def test_the_rule_target_shows_the_decimals_that_decide_it():
+    bl = _bench_module("bench_learning")
+    row = lambda name, acc: {"controller": name, "final_accuracy": acc, "params_in_all": 2258}
+    seed = {"train_seed": 0, "final_accuracy": 90.0, "min_head_entropy": {"action": 0.1},
+            "explained_variance_last_quarter": 0.9, "germinates_every_episode": True}
+    rule = lambda acc: next(t for t in bl.check_targets("full", {
+        "heuristic": row("heuristic", 87.6), "concurrent:conv_heavy+conv_small": row("concurrent:conv_heavy+conv_small",
+        90.42), "ppo": row("ppo", acc)}, [seed]) if "best fixed rule" in t["target"])
+    close = rule(90.416)  # 24 of 25 episodes equal to the rule's, one 0.1 below: 90.4 against 90.4 would read as a pass
+    assert not close["pass"] and close["value"] == "90.416" and "conv_small 90.420)" in close["target"], close
+    same, above = rule(90.42), rule(91.0)
+    assert same["pass"] and same["value"] == "90.4" and "conv_small 90.4)" in same["target"], same  # equal: as usual
+    assert above["pass"] and above["value"] == "91.0" and "conv_small 90.4)" in above["target"], above
+
+
 def test_a_collapsed_head_fails_only_a_policy_that_ends_below_the_best_rule():
     bl = _bench_module("bench_learning")
     row = lambda name, acc: {"controller": name, "final_accuracy": acc, "params_in_all": 2000}
