@@ -153,8 +153,8 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     preset = PRESETS[args.preset]
     args.overrides, flagged = {}, set()
     for key, value in preset.items():
-        if key == "lr_anneal_episodes" and value is None and preset["lr_end"] is not None:
-            value = args.episodes  # a preset's ramp spans the run (episodes are filled in above)
+        if key == "lr_anneal_episodes" and value is None and args.lr_end is not None:
+            value = args.episodes  # a ramp, the preset's or a flag's, spans the run (lr_end and episodes come first)
         given = getattr(args, key)
         if given is None:
             setattr(args, key, value)
@@ -174,8 +174,6 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     elif args.lr_end is None and args.lr_anneal_episodes is not None:
         ap.error(f"--lr-anneal-episodes {args.lr_anneal_episodes} ramps PPO's learning rate down to --lr-end: "
                  "give --lr-end")
-    elif args.lr_end is not None and args.lr_anneal_episodes is None:
-        args.lr_anneal_episodes = args.episodes  # the ramp spans the run
     tuned = (("lr", args.lr), ("gae_lambda", args.gae_lambda), ("lr_end", args.lr_end),
              ("lr_anneal_episodes", args.lr_anneal_episodes))
     args.ppo_settings = {k: v for k, v in tuned if v is not None}
