@@ -47,15 +47,16 @@ from esper.tolaria import LR_SCHEDULES
 from stoppable_pool import stoppable_pool, stops_in_one_line  # bench/ is on sys.path: this script's own folder
 
 TASK = "mnist1d"
-#: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them. PPO's learning rate and GAE lambda
-#: are preset values below (None = TrainingConfig's default).
-PPO_SETTINGS = {"entropy_coef_start": 0.05, "entropy_coef_end": 0.01, "entropy_anneal_episodes": 240}
+#: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them. PPO's learning rate, GAE lambda and
+#: entropy coefficient at the start of the run are preset values below (None = TrainingConfig's default).
+PPO_SETTINGS = {"entropy_coef_end": 0.01, "entropy_anneal_episodes": 240}
 #: What each preset trains and evaluates on; max_batches None = every batch of the epoch.
 PRESETS = {
     "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
               "lr_schedule": "constant", "param_budget": None, "rent_weight": None,    # rent: RewardConfig's
               "contribution_weight": None, "unkept_weight": None, "lr": None, "gae_lambda": None,
-              "episodes_per_task_seed": 1, "group_baseline": False, "lr_end": None, "lr_anneal_episodes": None},
+              "episodes_per_task_seed": 1, "group_baseline": False, "lr_end": None, "lr_anneal_episodes": None,
+              "entropy_coef_start": 0.05},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,
@@ -63,7 +64,8 @@ PRESETS = {
              "contribution_weight": None, "unkept_weight": None,
              "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
              "episodes_per_task_seed": 1, "group_baseline": False,
-             "lr_end": 0.0, "lr_anneal_episodes": None},                           # PPO's rate: to 0 over the run
+             "lr_end": 0.0, "lr_anneal_episodes": None,                            # PPO's rate: to 0 over the run
+             "entropy_coef_start": 0.05},
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
@@ -127,6 +129,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--lr-anneal-episodes", type=nonneg_int, default=None,
       help="PPO training: episodes over which the learning rate falls to --lr-end; a ramp shorter than the run "
            "holds --lr-end after it, 0 = no ramp, a fixed rate (default: the whole run, where there is an --lr-end)")
+    a("--entropy-coef-start", type=float, default=None,
+      help="PPO training: the entropy bonus's coefficient at the first update, falling linearly to 0.01 over the "
+           "first 240 episodes (preset: 0.05); given, the table says it")
     a("--episodes-per-task-seed", type=positive_int, default=None,
       help="PPO training: envs of an update that play one task seed, a divisor of --n-envs (preset: 1, every "
            "episode its own seed); given, the table says it")
@@ -175,8 +180,10 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         ap.error(f"--lr-anneal-episodes {args.lr_anneal_episodes} ramps PPO's learning rate down to --lr-end: "
                  "give --lr-end")
     tuned = (("lr", args.lr), ("gae_lambda", args.gae_lambda), ("lr_end", args.lr_end),
-             ("lr_anneal_episodes", args.lr_anneal_episodes))
+             ("lr_anneal_episodes", args.lr_anneal_episodes), ("entropy_coef_start", args.entropy_coef_start))
     args.ppo_settings = {k: v for k, v in tuned if v is not None}
+    if not args.entropy_coef_start >= 0:
+        ap.error(f"--entropy-coef-start must be >= 0 (got {args.entropy_coef_start})")
     if args.rent_weight is not None and not args.rent_weight >= 0:
         ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
     if args.contribution_weight is not None and not args.contribution_weight >= 0:

@@ -164,8 +164,10 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     bl = _bench_module("bench_learning")
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
     full, short = resolve("--preset", "full"), resolve("--preset", "short")
-    assert full.ppo_settings == {"gae_lambda": 0.8, "lr_end": 0.0, "lr_anneal_episodes": 320} and full.overrides == {}
-    assert short.ppo_settings == {} and short.overrides == {}  # TrainingConfig's defaults
+    ent = {"entropy_coef_start": 0.05}
+    assert full.ppo_settings == {"gae_lambda": 0.8, "lr_end": 0.0, "lr_anneal_episodes": 320} | ent
+    assert full.overrides == {}
+    assert short.ppo_settings == ent and short.overrides == {}  # otherwise TrainingConfig's defaults
     assert resolve("--preset", "full", "--gae-lambda", "0.8").overrides == {}  # the preset's own value
     assert resolve("--preset", "full", "--gae-lambda", "0.95").overrides == {"gae_lambda": 0.95}
     assert resolve("--preset", "short", "--lr", "0.001").overrides == {"lr": 0.001}
@@ -174,16 +176,20 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     longer = resolve("--preset", "full", "--episodes", "640")  # the preset's ramp spans the run, however long
     assert longer.overrides == {"episodes": 640} and longer.ppo_settings["lr_anneal_episodes"] == 640
     fixed = resolve("--preset", "full", "--lr-anneal-episodes", "0")
-    assert fixed.overrides == {"lr_anneal_episodes": 0} and fixed.ppo_settings == {"gae_lambda": 0.8}
+    assert fixed.overrides == {"lr_anneal_episodes": 0} and fixed.ppo_settings == {"gae_lambda": 0.8} | ent
     ramp = resolve("--preset", "short", "--lr-end", "0.0001")
     assert ramp.overrides == {"lr_end": 0.0001}  # a ramp's end alone: the ramp spans the run
-    assert ramp.ppo_settings == {"lr_end": 0.0001, "lr_anneal_episodes": 320}
+    assert ramp.ppo_settings == {"lr_end": 0.0001, "lr_anneal_episodes": 320} | ent
+    assert resolve("--preset", "full", "--entropy-coef-start", "0.05").overrides == {}
+    hot = resolve("--preset", "full", "--entropy-coef-start", "0.15")
+    assert hot.overrides == {"entropy_coef_start": 0.15} and hot.ppo_settings["entropy_coef_start"] == 0.15
 
 
 @pytest.mark.parametrize("flags, line", [
     (["--preset", "short", "--lr-anneal-episodes", "8"], "--lr-anneal-episodes 8 ramps PPO's learning rate down"),
     (["--preset", "full", "--lr-end", "0", "--lr-anneal-episodes", "0"], "--lr-end 0.0 needs a ramp"),
     (["--preset", "full", "--lr-end", "1.5"], "--lr-end must be in [0, 1] (got 1.5)"),
+    (["--preset", "full", "--entropy-coef-start", "nan"], "--entropy-coef-start must be >= 0 (got nan)"),
 ])
 def test_refuses_half_a_learning_rate_ramp_in_one_line(tmp_path, capsys, flags, line):
     bl = _bench_module("bench_learning")
