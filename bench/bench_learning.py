@@ -130,8 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="PPO training: episodes over which the learning rate falls to --lr-end; a ramp shorter than the run "
            "holds --lr-end after it, 0 = no ramp, a fixed rate (default: the whole run, where there is an --lr-end)")
     a("--entropy-coef-start", type=float, default=None,
-      help="PPO training: the entropy bonus's coefficient at the first update, falling linearly to 0.01 over the "
-           "first 240 episodes (preset: 0.05); given, the table says it")
+      help="PPO training: the entropy bonus's coefficient at the first update, falling linearly to "
+           f"{PPO_SETTINGS['entropy_coef_end']} over the first {PPO_SETTINGS['entropy_anneal_episodes']} episodes "
+           "(preset: 0.05); given, the table says it")
     a("--episodes-per-task-seed", type=positive_int, default=None,
       help="PPO training: envs of an update that play one task seed, a divisor of --n-envs (preset: 1, every "
            "episode its own seed); given, the table says it")
@@ -182,14 +183,9 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     tuned = (("lr", args.lr), ("gae_lambda", args.gae_lambda), ("lr_end", args.lr_end),
              ("lr_anneal_episodes", args.lr_anneal_episodes), ("entropy_coef_start", args.entropy_coef_start))
     args.ppo_settings = {k: v for k, v in tuned if v is not None}
-    if not args.entropy_coef_start >= 0:
-        ap.error(f"--entropy-coef-start must be >= 0 (got {args.entropy_coef_start})")
-    if args.rent_weight is not None and not args.rent_weight >= 0:
-        ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
-    if args.contribution_weight is not None and not args.contribution_weight >= 0:
-        ap.error(f"--contribution-weight must be >= 0 (got {args.contribution_weight})")
-    if args.unkept_weight is not None and not args.unkept_weight >= 0:
-        ap.error(f"--unkept-weight must be >= 0 (got {args.unkept_weight})")
+    for key in ("entropy_coef_start", "rent_weight", "contribution_weight", "unkept_weight"):
+        value = getattr(args, key)  # `not >= 0` also refuses nan
+        if value is not None and not value >= 0: ap.error(f"--{key.replace('_', '-')} must be >= 0 (got {value})")
     if args.n_envs % args.episodes_per_task_seed:
         ap.error(f"--episodes-per-task-seed {args.episodes_per_task_seed} must divide --n-envs {args.n_envs}")
     if args.group_baseline and args.episodes_per_task_seed < 2:

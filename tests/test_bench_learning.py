@@ -191,7 +191,7 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     (["--preset", "full", "--lr-end", "1.5"], "--lr-end must be in [0, 1] (got 1.5)"),
     (["--preset", "full", "--entropy-coef-start", "nan"], "--entropy-coef-start must be >= 0 (got nan)"),
 ])
-def test_refuses_half_a_learning_rate_ramp_in_one_line(tmp_path, capsys, flags, line):
+def test_refuses_bad_ppo_settings_in_one_line(tmp_path, capsys, flags, line):
     bl = _bench_module("bench_learning")
     with pytest.raises(SystemExit) as e:
         bl.resolve_args(bl.build_parser(), [*flags, "--out", str(tmp_path / "bl")])
