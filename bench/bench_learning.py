@@ -56,7 +56,7 @@ PRESETS = {
               "lr_schedule": "constant", "param_budget": None, "rent_weight": None,    # rent: RewardConfig's
               "contribution_weight": None, "unkept_weight": None, "lr": None, "gae_lambda": None,
               "episodes_per_task_seed": 1, "group_baseline": False, "lr_end": None, "lr_anneal_episodes": None,
-              "entropy_coef_start": 0.05},
+              "entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,
@@ -65,7 +65,7 @@ PRESETS = {
              "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
              "episodes_per_task_seed": 1, "group_baseline": False,
              "lr_end": 0.0, "lr_anneal_episodes": None,                            # PPO's rate: to 0 over the run
-             "entropy_coef_start": 0.05},
+             "entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0},
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
@@ -133,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
       help="PPO training: the entropy bonus's coefficient at the first update, falling linearly to "
            f"{PPO_SETTINGS['entropy_coef_end']} over the first {PPO_SETTINGS['entropy_anneal_episodes']} episodes "
            "(preset: 0.05); given, the table says it")
+    a("--blueprint-entropy-coef", type=float, default=None,
+      help="PPO training: a second entropy bonus on the choice among blueprints alone (the policy's distribution "
+           "over the blueprints it may germinate, given that it germinates), falling linearly to 0 over the same "
+           f"{PPO_SETTINGS['entropy_anneal_episodes']} episodes (preset: 0, off); given, the table says it")
     a("--episodes-per-task-seed", type=positive_int, default=None,
       help="PPO training: envs of an update that play one task seed, a divisor of --n-envs (preset: 1, every "
            "episode its own seed); given, the table says it")
@@ -181,9 +185,10 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         ap.error(f"--lr-anneal-episodes {args.lr_anneal_episodes} ramps PPO's learning rate down to --lr-end: "
                  "give --lr-end")
     tuned = (("lr", args.lr), ("gae_lambda", args.gae_lambda), ("lr_end", args.lr_end),
-             ("lr_anneal_episodes", args.lr_anneal_episodes), ("entropy_coef_start", args.entropy_coef_start))
+             ("lr_anneal_episodes", args.lr_anneal_episodes), ("entropy_coef_start", args.entropy_coef_start),
+             ("blueprint_entropy_coef", args.blueprint_entropy_coef))
     args.ppo_settings = {k: v for k, v in tuned if v is not None}
-    for key in ("entropy_coef_start", "rent_weight", "contribution_weight", "unkept_weight"):
+    for key in ("entropy_coef_start", "blueprint_entropy_coef", "rent_weight", "contribution_weight", "unkept_weight"):
         value = getattr(args, key)  # `not >= 0` also refuses nan
         if value is not None and not value >= 0: ap.error(f"--{key.replace('_', '-')} must be >= 0 (got {value})")
     if args.n_envs % args.episodes_per_task_seed:

@@ -164,7 +164,7 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     bl = _bench_module("bench_learning")
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
     full, short = resolve("--preset", "full"), resolve("--preset", "short")
-    ent = {"entropy_coef_start": 0.05}
+    ent = {"entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0}
     assert full.ppo_settings == {"gae_lambda": 0.8, "lr_end": 0.0, "lr_anneal_episodes": 320} | ent
     assert full.overrides == {}
     assert short.ppo_settings == ent and short.overrides == {}  # otherwise TrainingConfig's defaults
@@ -183,6 +183,8 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     assert resolve("--preset", "full", "--entropy-coef-start", "0.05").overrides == {}
     hot = resolve("--preset", "full", "--entropy-coef-start", "0.15")
     assert hot.overrides == {"entropy_coef_start": 0.15} and hot.ppo_settings["entropy_coef_start"] == 0.15
+    wide = resolve("--preset", "full", "--blueprint-entropy-coef", "0.1")
+    assert wide.overrides == {"blueprint_entropy_coef": 0.1} and wide.ppo_settings["blueprint_entropy_coef"] == 0.1
 
 
 @pytest.mark.parametrize("flags, line", [
@@ -190,6 +192,7 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     (["--preset", "full", "--lr-end", "0", "--lr-anneal-episodes", "0"], "--lr-end 0.0 needs a ramp"),
     (["--preset", "full", "--lr-end", "1.5"], "--lr-end must be in [0, 1] (got 1.5)"),
     (["--preset", "full", "--entropy-coef-start", "nan"], "--entropy-coef-start must be >= 0 (got nan)"),
+    (["--preset", "full", "--blueprint-entropy-coef", "-1"], "--blueprint-entropy-coef must be >= 0 (got -1.0)"),
 ])
 def test_refuses_bad_ppo_settings_in_one_line(tmp_path, capsys, flags, line):
     bl = _bench_module("bench_learning")

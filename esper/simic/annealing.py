@@ -50,9 +50,11 @@ class EntropySchedule:
     entropy_anneal_steps: int = 0  # ramp length in PPO updates; 0 = fixed coefficient
     entropy_coef_min: float = 0.01  # floor of the annealed coefficient
     adaptive_entropy_floor: bool = False  # scale the floor by log(n_total)/log(n_valid)
+    blueprint_entropy_coef: float = 0.0  # bonus on the blueprint choice alone at the start, falling to 0 with the ramp
 
     def __post_init__(self):
-        for name in ("entropy_coef", "entropy_coef_start", "entropy_coef_end", "entropy_coef_min"):
+        names = ("entropy_coef", "entropy_coef_start", "entropy_coef_end", "entropy_coef_min", "blueprint_entropy_coef")
+        for name in names:
             v = getattr(self, name)
             if v is not None and not (v >= 0 and math.isfinite(v)):
                 raise ValueError(f"{name} must be in [0, inf) (got {v})")
@@ -93,6 +95,10 @@ class EntropySchedule:
         if not (self.annealing or self.adaptive_entropy_floor):
             return base
         return max(base, self.floor(action_mask))
+
+    def choice(self, step: int) -> float:
+        "Coefficient of the blueprint-choice bonus at update `step`: linear to 0 over the ramp, fixed without one."
+        return linear_anneal(step, self.blueprint_entropy_coef, 0.0, self.entropy_anneal_steps)
 
     def coef_tensor(self, step: int, masks: torch.Tensor | None, batch: int, device) -> torch.Tensor:
         "Per-sample coefficient for a batch of masks `[B, n]`; shape `[B]`, no host sync."

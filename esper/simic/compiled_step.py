@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from .networks import evaluate_heads
+from .networks import bonus_entropies, evaluate_heads
 from .ppo_loss import ppo_objective
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ def minibatch_forward(
         mb["returns"],
         new_values,
         mb["values"],
-        head_entropies,
+        bonus_entropies(logits, mb["masks"], head_entropies, entropy_coefs),
         entropy_coefs,
         clip_ratio=clip_ratio,
         clip_value=clip_value,

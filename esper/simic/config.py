@@ -39,6 +39,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "entropy_coef_start": (0.0, _INF, True, False),
     "entropy_coef_end": (0.0, _INF, True, False),
     "entropy_coef_min": (0.0, _INF, True, False),
+    "blueprint_entropy_coef": (0.0, _INF, True, False),
     "value_coef": (0.0, _INF, True, False),
     "weight_decay": (0.0, _INF, True, False),
     "max_grad_norm": (0.0, _INF, False, False),
@@ -98,6 +99,7 @@ PPO_FIELDS: tuple[str, ...] = (
     "entropy_anneal_steps",
     "entropy_coef_min",
     "adaptive_entropy_floor",
+    "blueprint_entropy_coef",
     "hidden_dim",
     "recurrent",
     "lstm_hidden_dim",
@@ -130,6 +132,7 @@ class TrainingConfig:
     entropy_anneal_steps: int = 0
     entropy_coef_min: float = DEFAULT_ENTROPY_COEF_MIN
     adaptive_entropy_floor: bool = False
+    blueprint_entropy_coef: float = 0.0  # bonus on the choice among blueprints alone, falling to 0 with the ramp
     # Network
     hidden_dim: int = DEFAULT_HIDDEN_DIM
     recurrent: bool = False

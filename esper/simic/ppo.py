@@ -25,6 +25,7 @@ from esper.simic.networks import (
     ActorCritic,
     FactoredActorCritic,
     RecurrentActorCritic,
+    BLUEPRINT_CHOICE,
     FLAT_HEAD,
     check_masks,
     evaluate_heads,
@@ -46,6 +47,7 @@ _SCHEDULE_FIELDS = (
     "entropy_anneal_steps",
     "entropy_coef_min",
     "adaptive_entropy_floor",
+    "blueprint_entropy_coef",
 )
 
 
@@ -471,12 +473,17 @@ def _zero_grad(self: PPOAgent) -> None:
 def _entropy_coefs(
     self: PPOAgent, masks: dict[str, torch.Tensor] | None, batch: int
 ) -> dict[str, torch.Tensor | float]:
-    "Per-head coefficient: a per-sample tensor with the adaptive floor, else one float (no kernel needed)."
+    "Per-head coefficient (and the blueprint choice's, when on): per-sample tensors with the adaptive floor, else floats."
+    schedule = self.entropy_schedule
     if not self.adaptive_entropy_floor or masks is None:
-        return dict.fromkeys(self.head_sizes, self.get_entropy_coef())
-    return {
-        k: self.entropy_schedule.coef_tensor(self.train_steps, masks[k], batch, self.device) for k in self.head_sizes
-    }
+        coefs = dict.fromkeys(self.head_sizes, self.get_entropy_coef())
+        if schedule.blueprint_entropy_coef > 0:
+            coefs[BLUEPRINT_CHOICE] = schedule.choice(self.train_steps)
+        return coefs
+    coefs = {k: schedule.coef_tensor(self.train_steps, masks[k], batch, self.device) for k in self.head_sizes}
+    if schedule.blueprint_entropy_coef > 0:
+        coefs[BLUEPRINT_CHOICE] = torch.full((batch,), schedule.choice(self.train_steps), device=self.device)
+    return coefs
 
 
 @patch

@@ -10,7 +10,7 @@ import warnings
 
 import torch
 
-from .networks import evaluate_heads
+from .networks import bonus_entropies, evaluate_heads
 from .ppo_loss import UpdateStats, normalize_advantages, ppo_objective, value_diagnostics
 
 # %% ../../nbs/simic/09_recurrent.ipynb #a2b12239
@@ -89,14 +89,15 @@ def update_recurrent(
             actions = {k: a[flat] for k, a in b["actions"].items()}
             new_log_probs, head_entropies = evaluate_heads(logits, actions, masks)
             logratio = new_log_probs - b["log_probs"][flat]
+            coefs = agent._entropy_coefs(masks, len(flat))
             terms = ppo_objective(
                 logratio,
                 -normalize_advantages(advantages[flat]),  # minibatches differ in size: normalised one by one
                 returns[flat],
                 new_values.reshape(-1)[pos],
                 b["values"][flat],
-                head_entropies,
-                agent._entropy_coefs(masks, len(flat)),
+                bonus_entropies(logits, masks, head_entropies, coefs),
+                coefs,
                 clip_ratio=agent.clip_ratio,
                 clip_value=agent.clip_value,
                 value_coef=agent.value_coef,
