@@ -2,11 +2,12 @@
 import json
 
 import pytest
+import torch
 
 from esper.cli import build_parser, main
 
 SEED_FLAGS = ("--vectorized", "--n-envs", "--n-episodes", "--episodes", "--max-epochs", "--devices", "--entropy-coef",
-              "--entropy-coef-start", "--entropy-coef-end", "--entropy-anneal-episodes", "--lr", "--lr-end",
+              "--entropy-coef-start", "--entropy-coef-end", "--entropy-anneal-episodes", "--blueprint-entropy-coef", "--lr", "--lr-end",
               "--lr-anneal-episodes", "--clip-ratio",
               "--gamma", "--save", "--resume", "--recurrent", "--factored", "--telemetry-dir", "--telemetry-level",
               "--seed", "--task", "--update-every", "--fast-update")
@@ -28,17 +29,18 @@ def test_annealing_line_and_a_short_vectorized_run(tmp_path, capsys):
     save = tmp_path / "agent.pt"
     rc = main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "2", "--max-epochs", "2", "--max-batches", "2",
                "--entropy-coef-start", "0.2", "--entropy-coef-end", "0.01", "--entropy-anneal-episodes", "4",
-               "--devices", "cpu", "--save", str(save), "--telemetry-dir", str(tmp_path / "tel")])
+               "--blueprint-entropy-coef", "0.1", "--devices", "cpu", "--save", str(save), "--telemetry-dir", str(tmp_path / "tel")])
     out = capsys.readouterr()
     assert rc == 0, out.err
-    assert "Entropy annealing: 0.2 -> 0.01 over 4 episodes" in out.out.splitlines()[0]
+    assert "Entropy annealing: 0.2 -> 0.01 over 4 episodes; blueprint choice 0.1 -> 0" in out.out.splitlines()[0]
+    assert torch.load(save, weights_only=True)["config"]["blueprint_entropy_coef"] == 0.1
     assert "batch 1:" in out.out and "explained_var" in out.out and "entropy_coef 0.2000" in out.out
     hist = json.loads((tmp_path / "agent.pt.history.json").read_text())
     assert len(hist) == 1 and hist[0]["entropy_coef"] == 0.2
     assert (tmp_path / "tel" / "events.jsonl").stat().st_size > 0
     rc = main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "4", "--max-epochs", "2", "--max-batches", "2",
                "--entropy-coef-start", "0.2", "--entropy-coef-end", "0.01", "--entropy-anneal-episodes", "4",
-               "--save", str(save), "--resume", str(save), "--no-progress"])
+               "--blueprint-entropy-coef", "0.1", "--save", str(save), "--resume", str(save), "--no-progress"])
     assert rc == 0
     hist = json.loads((tmp_path / "agent.pt.history.json").read_text())
     assert [h["batch"] for h in hist] == [1, 2] and hist[1]["entropy_coef"] == pytest.approx(0.105)  # step 1 of 2

@@ -24,14 +24,24 @@ from ..tasks import HOST_PRESETS, TASK_NAMES
 from ..tolaria.governor import LR_SCHEDULES
 
 # %% ../../nbs/cli/03_ppo.ipynb #9405891d
-def annealing_line(entropy_coef: float, start: float | None, end: float | None, anneal_episodes: int) -> str:
+def annealing_line(
+    entropy_coef: float,
+    start: float | None,
+    end: float | None,
+    anneal_episodes: int,
+    blueprint: float = 0.0,  # the blueprint-choice bonus at the start (0: off)
+) -> str:
     "The line printed before training: the entropy schedule the agent will actually follow."
     from esper.simic.annealing import EntropySchedule
 
     s = EntropySchedule(entropy_coef, start, end, int(anneal_episodes > 0))
     if anneal_episodes > 0:
-        return f"Entropy annealing: {s.start} -> {s.end} over {anneal_episodes} episodes"
-    return f"Entropy coef: {entropy_coef} (fixed)"
+        line = f"Entropy annealing: {s.start} -> {s.end} over {anneal_episodes} episodes"
+    else:
+        line = f"Entropy coef: {entropy_coef} (fixed)"
+    if blueprint > 0:
+        line += f"; blueprint choice {blueprint} -> 0" if anneal_episodes > 0 else f"; blueprint choice {blueprint}"
+    return line
 
 # %% ../../nbs/cli/03_ppo.ipynb #44e91b50
 def _unit_float(s: str) -> float:
@@ -123,6 +133,13 @@ def add_parser(subparsers) -> None:
         type=nonneg_int,
         default=0,
         help="episodes over which to anneal entropy (0=fixed, no annealing)",
+    )
+    a(
+        "--blueprint-entropy-coef",
+        type=_nonneg_float,
+        default=0.0,
+        help="a second entropy bonus on the choice among blueprints alone, falling to 0 over "
+        "--entropy-anneal-episodes (fixed without them) (default: 0, off)",
     )
     a("--lr", type=positive_float, default=3e-4, help="Adam learning rate, or the start of its ramp (default: 3e-4)")
     a(
@@ -272,7 +289,13 @@ def run(args) -> int:
         print(done_line)
         return 0
     print(
-        annealing_line(args.entropy_coef, args.entropy_coef_start, args.entropy_coef_end, args.entropy_anneal_episodes),
+        annealing_line(
+            args.entropy_coef,
+            args.entropy_coef_start,
+            args.entropy_coef_end,
+            args.entropy_anneal_episodes,
+            args.blueprint_entropy_coef,
+        ),
         flush=True,
     )
     if args.lr_end is not None:
@@ -298,6 +321,7 @@ def run(args) -> int:
             entropy_coef=args.entropy_coef,
             entropy_coef_start=args.entropy_coef_start,
             entropy_coef_end=args.entropy_coef_end,
+            blueprint_entropy_coef=args.blueprint_entropy_coef,
             recurrent=args.recurrent,
             fast_update=args.fast_update,
         )
