@@ -473,7 +473,7 @@ def _zero_grad(self: PPOAgent) -> None:
 def _entropy_coefs(
     self: PPOAgent, masks: dict[str, torch.Tensor] | None, batch: int
 ) -> dict[str, torch.Tensor | float]:
-    "Per-head coefficient (and the blueprint choice's, when on): per-sample tensors with the adaptive floor, else floats."
+    "Per-head coefficient, and the blueprint choice's when on: per-sample tensors with the adaptive floor, else floats."
     schedule = self.entropy_schedule
     if not self.adaptive_entropy_floor or masks is None:
         coefs = dict.fromkeys(self.head_sizes, self.get_entropy_coef())
