@@ -56,7 +56,7 @@ PRESETS = {
               "lr_schedule": "constant", "param_budget": None, "rent_weight": None,    # rent: RewardConfig's
               "contribution_weight": None, "unkept_weight": None, "lr": None, "gae_lambda": None,
               "episodes_per_task_seed": 1, "group_baseline": False, "lr_end": None, "lr_anneal_episodes": None,
-              "entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0},
+              "entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0, "critic_warmup_episodes": 0},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,
@@ -65,7 +65,7 @@ PRESETS = {
              "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
              "episodes_per_task_seed": 1, "group_baseline": False,
              "lr_end": 0.0, "lr_anneal_episodes": None,                            # PPO's rate: to 0 over the run
-             "entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0},
+             "entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0, "critic_warmup_episodes": 0},
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
@@ -137,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="PPO training: a second entropy bonus on the choice among blueprints alone (the policy's distribution "
            "over the blueprints it may germinate, given that it germinates), falling linearly to 0 over the same "
            f"{PPO_SETTINGS['entropy_anneal_episodes']} episodes (preset: 0, off); given, the table says it")
+    a("--critic-warmup-episodes", type=nonneg_int, default=None,
+      help="PPO training: the first episodes, a multiple of --n-envs, train PPO's critic alone (its policy is not "
+           "updated, so they are played by the untrained policy) (preset: 0, none); given, the table says it")
     a("--episodes-per-task-seed", type=positive_int, default=None,
       help="PPO training: envs of an update that play one task seed, a divisor of --n-envs (preset: 1, every "
            "episode its own seed); given, the table says it")
@@ -188,6 +191,11 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
              ("lr_anneal_episodes", args.lr_anneal_episodes), ("entropy_coef_start", args.entropy_coef_start),
              ("blueprint_entropy_coef", args.blueprint_entropy_coef))
     args.ppo_settings = {k: v for k, v in tuned if v is not None}
+    if args.critic_warmup_episodes % args.n_envs:
+        ap.error(f"--critic-warmup-episodes {args.critic_warmup_episodes} must be a multiple of --n-envs "
+                 f"{args.n_envs}: each PPO update plays --n-envs episodes")
+    if args.critic_warmup_episodes:  # TrainingConfig counts the warm-up in updates
+        args.ppo_settings["critic_warmup_steps"] = args.critic_warmup_episodes // args.n_envs
     for key in ("entropy_coef_start", "blueprint_entropy_coef", "rent_weight", "contribution_weight", "unkept_weight"):
         value = getattr(args, key)  # `not >= 0` also refuses nan
         if value is not None and not value >= 0: ap.error(f"--{key.replace('_', '-')} must be >= 0 (got {value})")

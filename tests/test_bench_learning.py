@@ -185,6 +185,9 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     assert hot.overrides == {"entropy_coef_start": 0.15} and hot.ppo_settings["entropy_coef_start"] == 0.15
     wide = resolve("--preset", "full", "--blueprint-entropy-coef", "0.1")
     assert wide.overrides == {"blueprint_entropy_coef": 0.1} and wide.ppo_settings["blueprint_entropy_coef"] == 0.1
+    assert resolve("--preset", "full", "--critic-warmup-episodes", "0").ppo_settings == full.ppo_settings
+    warm = resolve("--preset", "full", "--critic-warmup-episodes", "64")
+    assert warm.overrides == {"critic_warmup_episodes": 64} and warm.ppo_settings["critic_warmup_steps"] == 8
 
 
 @pytest.mark.parametrize("flags, line", [
@@ -193,6 +196,7 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     (["--preset", "full", "--lr-end", "1.5"], "--lr-end must be in [0, 1] (got 1.5)"),
     (["--preset", "full", "--entropy-coef-start", "nan"], "--entropy-coef-start must be >= 0 (got nan)"),
     (["--preset", "full", "--blueprint-entropy-coef", "-1"], "--blueprint-entropy-coef must be >= 0 (got -1.0)"),
+    (["--preset", "full", "--critic-warmup-episodes", "60"], "--critic-warmup-episodes 60 must be a multiple of"),
 ])
 def test_refuses_bad_ppo_settings_in_one_line(tmp_path, capsys, flags, line):
     bl = _bench_module("bench_learning")

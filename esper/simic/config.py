@@ -58,6 +58,7 @@ _INT_MIN: dict[str, int] = {
     "max_epochs": 1,
     "entropy_anneal_steps": 0,
     "lr_anneal_steps": 0,
+    "critic_warmup_steps": 0,
 }
 
 
@@ -83,6 +84,7 @@ PPO_FIELDS: tuple[str, ...] = (
     "lr",
     "lr_end",
     "lr_anneal_steps",
+    "critic_warmup_steps",
     "gamma",
     "gae_lambda",
     "clip_ratio",
@@ -115,6 +117,7 @@ class TrainingConfig:
     lr: float = DEFAULT_LEARNING_RATE  # Adam's step size, or the start of its ramp
     lr_end: float | None = None  # the rate from `lr_anneal_steps` updates on (None: `lr` throughout)
     lr_anneal_steps: int = 0  # length of the linear ramp from `lr` to `lr_end`, in PPO updates
+    critic_warmup_steps: int = 0  # first PPO updates that train the critic alone (policy and entropy terms off)
     gamma: float = DEFAULT_GAMMA
     gae_lambda: float = DEFAULT_GAE_LAMBDA
     clip_ratio: float = DEFAULT_CLIP_RATIO

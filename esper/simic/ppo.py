@@ -211,6 +211,18 @@ def _apply_lr(self: PPOAgent) -> None:
     for group in self.optimizer.param_groups:
         group["lr"] = lr
 
+# %% ../../nbs/simic/08_ppo.ipynb #153ea3ea
+@patch(as_prop=True)
+def critic_warming(self: PPOAgent) -> bool:
+    "Whether the next update trains the critic alone: one of the first `critic_warmup_steps`."
+    return self.train_steps < self.critic_warmup_steps
+
+
+@patch
+def _policy_advantages(self: PPOAgent, advantages: torch.Tensor) -> torch.Tensor:
+    "The advantages the policy term sees: zero while the critic warms up, so the term and its gradient vanish."
+    return torch.zeros_like(advantages) if self.critic_warming else advantages
+
 # %% ../../nbs/simic/08_ppo.ipynb #6f036846
 @patch
 def _as_states(self: PPOAgent, states) -> torch.Tensor:
@@ -473,17 +485,17 @@ def _zero_grad(self: PPOAgent) -> None:
 def _entropy_coefs(
     self: PPOAgent, masks: dict[str, torch.Tensor] | None, batch: int
 ) -> dict[str, torch.Tensor | float]:
-    "Per-head coefficient, and the blueprint choice's when on: per-sample tensors with the adaptive floor, else floats."
+    "Per-head coefficient, and the blueprint choice's when on: per-sample with the adaptive floor, 0 in a warm-up."
     schedule = self.entropy_schedule
     if not self.adaptive_entropy_floor or masks is None:
         coefs = dict.fromkeys(self.head_sizes, self.get_entropy_coef())
         if schedule.blueprint_entropy_coef > 0:
             coefs[BLUEPRINT_CHOICE] = schedule.choice(self.train_steps)
-        return coefs
-    coefs = {k: schedule.coef_tensor(self.train_steps, masks[k], batch, self.device) for k in self.head_sizes}
-    if schedule.blueprint_entropy_coef > 0:
-        coefs[BLUEPRINT_CHOICE] = torch.full((batch,), schedule.choice(self.train_steps), device=self.device)
-    return coefs
+    else:
+        coefs = {k: schedule.coef_tensor(self.train_steps, masks[k], batch, self.device) for k in self.head_sizes}
+        if schedule.blueprint_entropy_coef > 0:
+            coefs[BLUEPRINT_CHOICE] = torch.full((batch,), schedule.choice(self.train_steps), device=self.device)
+    return {k: 0 * v for k, v in coefs.items()} if self.critic_warming else coefs  # a warm-up trains the critic alone
 
 
 @patch
@@ -531,6 +543,7 @@ def update(
     metrics = value_diagnostics(b["values"], returns, advantages)
     if groups is not None:  # the policy compares each episode with its siblings on the same task seed
         advantages = self.buffer.leave_one_out(advantages, groups)
+    advantages = self._policy_advantages(advantages)  # zero in a critic warm-up
     n = len(advantages)
     mb_size = min(self.batch_size, n)
     stats, epochs_run = UpdateStats(self.clip_ratio, self._debug()), 0
@@ -585,6 +598,7 @@ def _finish(
 ) -> PPOUpdateMetrics:
     "Clear the rollout, count the update, read the accumulated metrics once, run the anomaly checks."
     self.buffer.clear()
+    critic_only = self.critic_warming
     self.train_steps += 1
     metrics.update(stats.summary())
     var_r = returns.var(correction=0).item()
@@ -598,6 +612,7 @@ def _finish(
         n_samples=n,
         train_steps=self.train_steps,
         entropy_coef=self.get_entropy_coef(),
+        critic_only=critic_only,
         lr=self.optimizer.param_groups[0]["lr"],  # the rate this update stepped with
     )
     report = self.anomaly_detector.check_all(

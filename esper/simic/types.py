@@ -28,6 +28,7 @@ class PPOUpdateMetrics(TypedDict, total=False):
     entropy_loss: float  # -entropy bonus actually added to the loss
     entropy_coef: float  # coefficient at this update (before per-state floors)
     lr: float  # Adam's step size at this update
+    critic_only: bool  # a critic warm-up update: the policy term and entropy bonus were off
     total_loss: float
     approx_kl: float  # mean of (ratio - 1) - log ratio, Schulman's k3 estimator
     clip_fraction: float  # fraction of samples whose ratio left [1-eps, 1+eps]
