@@ -8,7 +8,7 @@ from esper.cli import build_parser, main
 
 SEED_FLAGS = ("--vectorized", "--n-envs", "--n-episodes", "--episodes", "--max-epochs", "--devices", "--entropy-coef",
               "--entropy-coef-start", "--entropy-coef-end", "--entropy-anneal-episodes", "--blueprint-entropy-coef", "--lr", "--lr-end",
-              "--lr-anneal-episodes", "--clip-ratio",
+              "--lr-anneal-episodes", "--critic-warmup-episodes", "--clip-ratio",
               "--gamma", "--save", "--resume", "--recurrent", "--factored", "--telemetry-dir", "--telemetry-level",
               "--seed", "--task", "--update-every", "--fast-update")
 
@@ -169,3 +169,18 @@ def test_episodes_that_share_a_task_seed(tmp_path, capsys):
                "--workers", "0", "--episodes-per-task-seed", "3", "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 1 and "episodes_per_task_seed=3 must divide" in err and len(err.strip().splitlines()) == 1
+
+
+def test_critic_warmup_trains_the_critic_alone_first_and_counts_in_updates(tmp_path, capsys):
+    save = tmp_path / "agent.pt"
+    rc = main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "6", "--max-epochs", "2", "--max-batches", "1",
+               "--critic-warmup-episodes", "4", "--no-progress", "--save", str(save)])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "Critic warm-up: the first 4 episodes train the critic alone" in out.out.splitlines()
+    hist = json.loads((tmp_path / "agent.pt.history.json").read_text())
+    assert [h["critic_only"] for h in hist] == [True, True, False]  # 4 episodes // 2 envs: two updates
+    assert main(["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "6", "--max-epochs", "2",
+                 "--critic-warmup-episodes", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--critic-warmup-episodes 3 must be a multiple of the episodes per update (2" in err[0]

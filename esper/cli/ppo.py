@@ -155,6 +155,13 @@ def add_parser(subparsers) -> None:
         default=0,
         help="episodes over which the learning rate falls from --lr to --lr-end (0=fixed)",
     )
+    a(
+        "--critic-warmup-episodes",
+        type=nonneg_int,
+        default=0,
+        help="the first episodes, a multiple of the episodes per update, train the critic alone: the policy is not "
+        "updated from them (default: 0, none)",
+    )
     a("--clip-ratio", type=_unit_float, default=0.2, help="PPO clip ratio in (0, 1] (default: 0.2)")
     a("--gamma", type=_unit_float, default=0.99, help="discount in (0, 1] (default: 0.99)")
     a(
@@ -280,6 +287,13 @@ def run(args) -> int:
         )
         return 2
     epu = args.n_envs if args.vectorized else args.update_every
+    if args.critic_warmup_episodes % epu:
+        print(
+            f"esper-train ppo: error: --critic-warmup-episodes {args.critic_warmup_episodes} must be a multiple of "
+            f"the episodes per update ({epu}, {'--n-envs' if args.vectorized else '--update-every'})",
+            file=sys.stderr,
+        )
+        return 2
     try:
         done_line = _completed(args, epu) if args.resume else None
     except (ValueError, FileNotFoundError) as e:
@@ -300,6 +314,8 @@ def run(args) -> int:
     )
     if args.lr_end is not None:
         print(f"Learning rate: {args.lr} -> {args.lr_end} over {args.lr_anneal_episodes} episodes", flush=True)
+    if args.critic_warmup_episodes:
+        print(f"Critic warm-up: the first {args.critic_warmup_episodes} episodes train the critic alone", flush=True)
     try:
         device = str(resolve_device(args.device))
         devices = [str(resolve_device(d)) for d in args.devices] if args.devices else None
@@ -322,6 +338,7 @@ def run(args) -> int:
             entropy_coef_start=args.entropy_coef_start,
             entropy_coef_end=args.entropy_coef_end,
             blueprint_entropy_coef=args.blueprint_entropy_coef,
+            critic_warmup_steps=args.critic_warmup_episodes // epu,
             recurrent=args.recurrent,
             fast_update=args.fast_update,
         )

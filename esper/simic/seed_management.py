@@ -123,6 +123,7 @@ _KEEP = (
     "ratio_max",
     "ratio_min",
     "lr",
+    "critic_only",
 )
 _RENAME = {
     "value_pred_mean": "value_mean",
