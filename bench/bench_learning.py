@@ -26,6 +26,7 @@ import sys
 import tempfile
 import textwrap
 import time
+from collections import Counter
 from concurrent.futures import FIRST_COMPLETED, wait
 from datetime import datetime, timezone
 from pathlib import Path
@@ -371,6 +372,12 @@ def controller_summary(name: str, episodes: list[dict[str, Any]], ci_values: lis
             "pruned": _mean(episodes, "seeds_pruned")}
 
 
+def most_grown(episodes: list[dict[str, Any]]) -> str:
+    "What a policy's evaluation episodes most often end with (`EpisodeResult.grown`), and in how many of them."
+    grown, n = Counter(e.get("grown", "") for e in episodes).most_common(1)[0]
+    return f"{grown or 'nothing'} ({n}/{len(episodes)})"
+
+
 def seed_summary(trained: dict[str, Any], episodes: list[dict[str, Any]]) -> dict[str, Any]:
     "One training seed: its greedy evaluation, its critic, its entropies and its learning curve."
     history = trained["history"]
@@ -386,6 +393,7 @@ def seed_summary(trained: dict[str, Any], episodes: list[dict[str, Any]]) -> dic
             "germinated": _mean(episodes, "seeds_germinated"), "fossilized": _mean(episodes, "seeds_fossilized"),
             "pruned": _mean(episodes, "seeds_pruned"),
             "germinates_every_episode": all(e["seeds_germinated"] >= 1 for e in episodes),
+            "grown": most_grown(episodes),
             "explained_variance_last_quarter": statistics.fmean(ev) if ev else None,
             "updates": len(history),
             "min_head_entropy": {k.split("/", 1)[1]: min(r[k] for r in history if k in r) for k in heads},
@@ -456,12 +464,13 @@ def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], tar
         out.append(f"| {r['controller']} | {r['final_accuracy']:.1f} ± {_fmt(r['final_accuracy_ci95'], '.1f')} "
                    f"| {r['params_in_all']:,.0f} | {r['params_added']:,.0f} |")
     out += ["", "CI: over per-training-seed means for ppo, over evaluation episodes for the others.", "",
-            "| PPO seed | final acc % | params in all | params added | germinated / fossilized / pruned per episode "
-            "| explained var (last quarter) | min head entropy | train s |", "|---|---|---|---|---|---|---|---|"]
+            "| PPO seed | final acc % | params in all | params added | grown (most eval episodes) "
+            "| germinated / fossilized / pruned per episode | explained var (last quarter) | min head entropy | train s |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for s in seeds:
         ent = ", ".join(f"{k} {v:.2f}" for k, v in s["min_head_entropy"].items())
         out.append(f"| {s['train_seed']} | {s['final_accuracy']:.1f} | {s['params_in_all']:,.0f} "
-                   f"| {s['params_added']:,.0f} | {s['germinated']:.1f} / {s['fossilized']:.1f} / {s['pruned']:.1f} "
+                   f"| {s['params_added']:,.0f} | {s.get('grown', '')} | {s['germinated']:.1f} / {s['fossilized']:.1f} / {s['pruned']:.1f} "
                    f"| {_fmt(s['explained_variance_last_quarter'], '.2f')} | {ent} | {s['train_seconds']:.0f} |")
     out += ["", f"Targets ({target_note}):", "", "| target | value | result |", "|---|---|---|"]
     out += [f"| {t['target']} | {t['value']} | {'PASS' if t['pass'] else 'FAIL'} |" for t in targets]

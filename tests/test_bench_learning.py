@@ -43,6 +43,11 @@ def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
         assert [c["episodes"] for c in s["curve"]] == [2, 4]  # every --eval-every episodes, the last update included
         assert all(0 <= c["eval_accuracy"] <= 100 for c in s["curve"])
         assert (out / f"seed{s['train_seed']}" / "agent.pt").exists()
+        grown = [e["grown"] for e in res["episodes"] if e["train_seed"] == s["train_seed"]]
+        assert all(isinstance(g, str) for g in grown), grown  # "blueprint@slot + ..." or "" (nothing held)
+        most = max(map(grown.count, grown))  # what the policy grew in most of its 2 evaluation episodes
+        assert s["grown"] in {f"{g or 'nothing'} ({most}/2)" for g in grown if grown.count(g) == most}, grown
+        assert f"| {s['grown']} |" in res["table"]
     assert {"git_commit", "git_dirty", "torch", "device"} <= set(res["config"])  # git ones are None outside a checkout
     assert {t["pass"] for t in res["targets"]} <= {True, False} and len(res["targets"]) == 6
     for f in ("learning_curves.png", "lifecycle.png", "table.md"):

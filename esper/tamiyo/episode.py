@@ -158,6 +158,7 @@ class EpisodeResult:
     seconds: float
     history: list[dict[str, Any]] = field(default_factory=list, repr=False)  # one record per epoch
     lifecycle_log: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the model's lifecycle log
+    grown: str = ""  # the seeds held at the end, in slot order: "blueprint@slot", a live one's stage after it
 
     @property
     def seconds_per_epoch(self) -> float:
@@ -508,6 +509,11 @@ class Episode:
             time.perf_counter() - self.t0,
             list(self.history),
             list(log),
+            grown=" + ".join(
+                f"{st.blueprint_id}@{s}" + ("" if st.stage == SeedStage.FOSSILIZED else f" ({st.stage.name})")
+                for s in m.slot_ids
+                if m.slot(s).seed is not None and (st := m.slot(s).state) is not None
+            ),
         )
 
 
