@@ -170,7 +170,8 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
     full, short = resolve("--preset", "full"), resolve("--preset", "short")
     ent = {"entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0}
-    assert full.ppo_settings == {"gae_lambda": 0.8, "lr_end": 0.0, "lr_anneal_episodes": 320} | ent
+    hot = ent | {"entropy_coef_start": 0.15}  # the full preset's bonus starts three times higher
+    assert full.ppo_settings == {"gae_lambda": 0.8, "lr_end": 0.0, "lr_anneal_episodes": 320} | hot
     assert full.overrides == {}
     assert short.ppo_settings == ent and short.overrides == {}  # otherwise TrainingConfig's defaults
     assert resolve("--preset", "full", "--gae-lambda", "0.8").overrides == {}  # the preset's own value
@@ -181,13 +182,14 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     longer = resolve("--preset", "full", "--episodes", "640")  # the preset's ramp spans the run, however long
     assert longer.overrides == {"episodes": 640} and longer.ppo_settings["lr_anneal_episodes"] == 640
     fixed = resolve("--preset", "full", "--lr-anneal-episodes", "0")
-    assert fixed.overrides == {"lr_anneal_episodes": 0} and fixed.ppo_settings == {"gae_lambda": 0.8} | ent
+    assert fixed.overrides == {"lr_anneal_episodes": 0} and fixed.ppo_settings == {"gae_lambda": 0.8} | hot
     ramp = resolve("--preset", "short", "--lr-end", "0.0001")
     assert ramp.overrides == {"lr_end": 0.0001}  # a ramp's end alone: the ramp spans the run
     assert ramp.ppo_settings == {"lr_end": 0.0001, "lr_anneal_episodes": 320} | ent
-    assert resolve("--preset", "full", "--entropy-coef-start", "0.05").overrides == {}
-    hot = resolve("--preset", "full", "--entropy-coef-start", "0.15")
-    assert hot.overrides == {"entropy_coef_start": 0.15} and hot.ppo_settings["entropy_coef_start"] == 0.15
+    assert resolve("--preset", "full", "--entropy-coef-start", "0.15").overrides == {}
+    assert resolve("--preset", "short", "--entropy-coef-start", "0.05").overrides == {}
+    cool = resolve("--preset", "full", "--entropy-coef-start", "0.05")
+    assert cool.overrides == {"entropy_coef_start": 0.05} and cool.ppo_settings["entropy_coef_start"] == 0.05
     wide = resolve("--preset", "full", "--blueprint-entropy-coef", "0.1")
     assert wide.overrides == {"blueprint_entropy_coef": 0.1} and wide.ppo_settings["blueprint_entropy_coef"] == 0.1
     assert resolve("--preset", "full", "--critic-warmup-episodes", "0").ppo_settings == full.ppo_settings
