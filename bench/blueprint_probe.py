@@ -20,6 +20,7 @@ from torch import nn
 
 from esper.cli import OneLineParser, nonneg_int, positive_int
 from esper.kasmina import blueprints as B
+from esper.kasmina.model import _blueprint_cost
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tasks import get_task
@@ -54,6 +55,7 @@ def install(candidate: str) -> None:
     k, k2, d = CANDIDATES[candidate]
     factory = lambda channels, dims: TwoConvSeed(channels, dims, k, k2, d)
     B.BLUEPRINT_REGISTRY["conv1d"]["attention"] = B.BlueprintSpec("attention", "conv1d", factory, 1, candidate)
+    _blueprint_cost.cache_clear()  # the budget check's cached costs: a pool worker may have played another candidate
 
 
 def probe(run: str, seeds: list[int]) -> dict:

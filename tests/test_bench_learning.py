@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from esper.kasmina import blueprints as B
 from esper.simic.env import load_ppo_controller
 
 TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs", "3", "--max-batches", "2",
@@ -339,3 +340,17 @@ def test_reward_terms_refuses_a_single_rule_in_one_line(tmp_path, run_bench):
     p = run_bench("reward_terms.py", "--rules", "concurrent:conv_heavy+conv_small", cwd=tmp_path, timeout=120)
     line = "reward_terms.py: error: --rules needs two rules or more: the first is compared with each other"
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [line]
+
+
+def test_the_blueprint_probe_prices_each_candidate_it_installs():
+    from esper.kasmina.model import _blueprint_cost
+    bp = _bench_module("blueprint_probe")
+    original = B.BLUEPRINT_REGISTRY["conv1d"]["attention"]
+    try:
+        bp.install("k3_k3")
+        small = _blueprint_cost("attention", "conv1d", 8)
+        bp.install("k5_k5")  # in the same process, as a pool worker plays one candidate after another
+        assert (small, _blueprint_cost("attention", "conv1d", 8)) == (408, 664)
+    finally:
+        B.BLUEPRINT_REGISTRY["conv1d"]["attention"] = original
+        _blueprint_cost.cache_clear()
