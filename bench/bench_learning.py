@@ -471,7 +471,8 @@ def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], tar
     for s in seeds:
         ent = ", ".join(f"{k} {v:.2f}" for k, v in s["min_head_entropy"].items())
         out.append(f"| {s['train_seed']} | {s['final_accuracy']:.1f} | {s['params_in_all']:,.0f} "
-                   f"| {s['params_added']:,.0f} | {s.get('grown', '')} | {s['germinated']:.1f} / {s['fossilized']:.1f} / {s['pruned']:.1f} "
+                   f"| {s['params_added']:,.0f} | {s.get('grown', '')} "
+                   f"| {s['germinated']:.1f} / {s['fossilized']:.1f} / {s['pruned']:.1f} "
                    f"| {_fmt(s['explained_variance_last_quarter'], '.2f')} | {ent} | {s['train_seconds']:.0f} |")
     out += ["", f"Targets ({target_note}):", "", "| target | value | result |", "|---|---|---|"]
     out += [f"| {t['target']} | {t['value']} | {'PASS' if t['pass'] else 'FAIL'} |" for t in targets]
