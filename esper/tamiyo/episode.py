@@ -511,8 +511,8 @@ class Episode:
             list(log),
             grown=" + ".join(
                 f"{st.blueprint_id}@{s}" + ("" if st.stage == SeedStage.FOSSILIZED else f" ({st.stage.name})")
-                for s in m.slot_ids
-                if m.slot(s).seed is not None and (st := m.slot(s).state) is not None
+                for s, st in m.seed_states().items()
+                if st.stage in LIVE_STAGES or st.stage == SeedStage.FOSSILIZED
             ),
         )
 
