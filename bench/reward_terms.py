@@ -7,6 +7,12 @@ final accuracy and the undiscounted sum of each reward term. Then, for the first
 the paired difference per term: its mean over the task seeds (what a policy could learn) and its standard
 deviation (the noise that learning must see through).
 
+PPO sees a run's rewards discounted from its first decision (gamma 0.99 per epoch), and every term is linear in its
+weight, so each task seed also carries its discounted terms at unit weight (`discounted`). From them
+`--contribution-weights` prices the same plays under other weights of the contribution payment, without playing them
+again: one JSON line per weight with the paired difference of the discounted return, first rule minus each other
+rule, its mean, standard deviation and their ratio (how many standard deviations of noise one plan's lead is).
+
     OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2
 
 The "Why Tamiyo learns" chapter quotes the default run (about 2 minutes on two cores).
@@ -18,6 +24,7 @@ import time
 import torch
 
 from esper.cli import OneLineParser, nonneg_int, positive_int
+from esper.leyline import DEFAULT_GAMMA
 from esper.simic.env import step_reward
 from esper.simic.rewards import RewardConfig
 from esper.tamiyo.baselines import ScheduleTamiyo
@@ -27,6 +34,9 @@ from stoppable_pool import stoppable_pool, stops_in_one_line
 
 DEFAULT_RULES = ("concurrent:conv_heavy+conv_small", "concurrent:conv_heavy+depthwise")
 TERMS = ("accuracy", "contribution", "rent", "terminal", "total")
+#: The discounted parts at unit weight: the terminal term's accuracy and its unkept charge apart.
+PARTS = ("accuracy", "contribution", "rent", "terminal", "unkept")
+UNIT = RewardConfig(accuracy_weight=1.0, contribution_weight=1.0, rent_weight=1.0, terminal_weight=1.0, unkept_weight=1.0)
 
 
 def play(rule: str, seeds: list[int], rent_weight: float) -> dict:
@@ -39,13 +49,19 @@ def play(rule: str, seeds: list[int], rent_weight: float) -> dict:
         controller = ScheduleTamiyo.from_name(rule)
         controller.reset()
         ep = Episode(get_task("mnist1d", shuffle_seed=s), config)
-        obs, sums = ep.reset(s), dict.fromkeys(TERMS, 0.0)
+        obs, sums, parts, discount = ep.reset(s), dict.fromkeys(TERMS, 0.0), dict.fromkeys(PARTS, 0.0), 1.0
         while not ep.done:
             obs, _ = ep.step(controller.decide(obs, ep.model))
             terms = step_reward(ep, reward)
             for k in TERMS: sums[k] += terms[k]
+            unit = step_reward(ep, UNIT)
+            accuracy = ep.history[-1]["val_accuracy"] / 100.0 if ep.done else 0.0
+            unit |= {"terminal": accuracy, "unkept": accuracy - unit["terminal"]}  # the charge, as a positive amount
+            for k in PARTS: parts[k] += discount * unit[k]
+            discount *= DEFAULT_GAMMA
         per_seed.append({"seed": s, "final_accuracy": ep.result().final_accuracy,
-                         **{k: round(v, 5) for k, v in sums.items()}})
+                         **{k: round(v, 5) for k, v in sums.items()},
+                         "discounted": {k: round(v, 6) for k, v in parts.items()}})
     return {"rule": rule, "reward": {"contribution_weight": reward.contribution_weight, "rent_weight": rent_weight},
             "per_seed": per_seed, "seconds": round(time.perf_counter() - t0, 1)}
 
@@ -59,6 +75,25 @@ def paired(a: dict, b: dict) -> dict:
     return out
 
 
+def discounted_return(seed_row: dict, contribution_weight: float, base: RewardConfig = RewardConfig(rent_weight=0.0)
+                      ) -> float:
+    "The return PPO sees from a run's first decision, in hundredths, under `base` with another contribution weight."
+    d, w = seed_row["discounted"], base
+    return 100 * (w.accuracy_weight * d["accuracy"] + contribution_weight * d["contribution"] + w.rent_weight * d["rent"]
+                  + w.terminal_weight * d["terminal"] - w.unkept_weight * d["unkept"])
+
+
+def ranking(rows: list[dict], contribution_weight: float, base: RewardConfig = RewardConfig(rent_weight=0.0)) -> dict:
+    "First rule minus each other rule, task seed by task seed: the discounted return's mean, std and their ratio."
+    out = {}
+    for other in rows[1:]:
+        diff = [discounted_return(a, contribution_weight, base) - discounted_return(b, contribution_weight, base)
+                for a, b in zip(rows[0]["per_seed"], other["per_seed"])]
+        mean, std = statistics.fmean(diff), statistics.stdev(diff)
+        out[other["rule"]] = {"mean": round(mean, 3), "std": round(std, 3), "ratio": round(mean / std, 2) if std else None}
+    return out
+
+
 def main(argv: list[str]|None=None) -> None:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="reward_terms.py")
     ap.add_argument("--rules", nargs="+", default=list(DEFAULT_RULES), metavar="RULE",
@@ -66,11 +101,16 @@ def main(argv: list[str]|None=None) -> None:
     ap.add_argument("--seeds", type=nonneg_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
                     help="task seeds, two or more (default: 1000-1004, never the held-out 2000-2004)")
     ap.add_argument("--rent-weight", type=float, default=0.0, help="the rent's weight (default: 0, the full preset's)")
+    ap.add_argument("--contribution-weights", type=float, nargs="+", default=[], metavar="W",
+                    help="also price the plays under these weights of the contribution payment, discounted as PPO "
+                         "sees them (default: none)")
     ap.add_argument("--workers", type=positive_int, default=1, help="worker processes (default: 1)")
     args = ap.parse_args(argv)
     if len(args.rules) < 2: ap.error("--rules needs two rules or more: the first is compared with each other")
     if len(set(args.seeds)) < 2: ap.error("--seeds needs two task seeds or more: the paired differences vary over them")
     if not args.rent_weight >= 0: ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
+    bad = [w for w in args.contribution_weights if not w >= 0]
+    if bad: ap.error(f"--contribution-weights must be >= 0 (got {bad[0]})")
     for rule in args.rules:
         try:
             ScheduleTamiyo.from_name(rule)
@@ -82,6 +122,9 @@ def main(argv: list[str]|None=None) -> None:
         print(json.dumps(row), flush=True)
     for other in rows[1:]:
         print(json.dumps({"paired": f"{rows[0]['rule']} - {other['rule']}", **paired(rows[0], other)}), flush=True)
+    base = RewardConfig(rent_weight=args.rent_weight)
+    for w in args.contribution_weights:
+        print(json.dumps({"contribution_weight": w, "discounted_return": ranking(rows, w, base)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -336,6 +336,24 @@ def test_reward_terms_pairs_two_rules_term_by_term_on_the_same_task_seeds():
     assert close(diff["total"]["mean"], 0.01) and close(diff["contribution"]["std"], 0.01)
 
 
+def test_reward_terms_prices_other_contribution_weights_from_the_discounted_parts():
+    rt = _bench_module("reward_terms")
+    parts = lambda acc, contrib, final: {"accuracy": acc, "contribution": contrib, "rent": 0.0, "terminal": final,
+                                         "unkept": 0.0}
+    seed = lambda *p: {"discounted": parts(*p)}
+    # the first plan ends higher on every seed; the second is paid far more for the contributions it fossilizes
+    first = {"rule": "a", "per_seed": [seed(0.40, 0.5, 0.90), seed(0.41, 0.5, 0.91), seed(0.40, 0.5, 0.92)]}
+    second = {"rule": "b", "per_seed": [seed(0.39, 0.7, 0.89), seed(0.41, 0.7, 0.90), seed(0.38, 0.7, 0.90)]}
+    close = lambda a, b: abs(a - b) < 1e-9
+    assert close(rt.discounted_return(first["per_seed"][0], 0.5), 100 * (0.40 + 0.25 + 0.90))
+    without = rt.ranking([first, second], 0.0)["b"]  # accuracy and terminal alone: differences 2, 1, 4 hundredths
+    near = lambda a, b: abs(a - b) < 1e-3  # the ranking rounds to thousandths
+    assert near(without["mean"], 7 / 3) and without["ratio"] > 0
+    paid = rt.ranking([first, second], 0.5)["b"]  # the payment's 10 hundredths more for b reverse the ranking
+    assert near(paid["mean"], 7 / 3 - 10) and paid["ratio"] < 0
+    assert near(paid["std"], without["std"])  # a payment that is the same on every seed adds no noise
+
+
 def test_reward_terms_refuses_a_single_rule_in_one_line(tmp_path, run_bench):
     p = run_bench("reward_terms.py", "--rules", "concurrent:conv_heavy+conv_small", cwd=tmp_path, timeout=120)
     line = "reward_terms.py: error: --rules needs two rules or more: the first is compared with each other"
