@@ -36,7 +36,8 @@ DEFAULT_RULES = ("concurrent:conv_heavy+conv_small", "concurrent:conv_heavy+dept
 TERMS = ("accuracy", "contribution", "rent", "terminal", "total")
 #: The discounted parts at unit weight: the terminal term's accuracy and its unkept charge apart.
 PARTS = ("accuracy", "contribution", "rent", "terminal", "unkept")
-UNIT = RewardConfig(accuracy_weight=1.0, contribution_weight=1.0, rent_weight=1.0, terminal_weight=1.0, unkept_weight=1.0)
+UNIT = RewardConfig(accuracy_weight=1.0, contribution_weight=1.0, rent_weight=1.0, terminal_weight=1.0,
+                    unkept_weight=1.0)
 
 
 def play(rule: str, seeds: list[int], rent_weight: float) -> dict:
@@ -79,8 +80,8 @@ def discounted_return(seed_row: dict, contribution_weight: float, base: RewardCo
                       ) -> float:
     "The return PPO sees from a run's first decision, in hundredths, under `base` with another contribution weight."
     d, w = seed_row["discounted"], base
-    return 100 * (w.accuracy_weight * d["accuracy"] + contribution_weight * d["contribution"] + w.rent_weight * d["rent"]
-                  + w.terminal_weight * d["terminal"] - w.unkept_weight * d["unkept"])
+    return 100 * (w.accuracy_weight * d["accuracy"] + contribution_weight * d["contribution"]
+                  + w.rent_weight * d["rent"] + w.terminal_weight * d["terminal"] - w.unkept_weight * d["unkept"])
 
 
 def ranking(rows: list[dict], contribution_weight: float, base: RewardConfig = RewardConfig(rent_weight=0.0)) -> dict:
@@ -90,7 +91,8 @@ def ranking(rows: list[dict], contribution_weight: float, base: RewardConfig = R
         diff = [discounted_return(a, contribution_weight, base) - discounted_return(b, contribution_weight, base)
                 for a, b in zip(rows[0]["per_seed"], other["per_seed"])]
         mean, std = statistics.fmean(diff), statistics.stdev(diff)
-        out[other["rule"]] = {"mean": round(mean, 3), "std": round(std, 3), "ratio": round(mean / std, 2) if std else None}
+        ratio = round(mean / std, 2) if std else None
+        out[other["rule"]] = {"mean": round(mean, 3), "std": round(std, 3), "ratio": ratio}
     return out
 
 

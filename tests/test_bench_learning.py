@@ -354,6 +354,20 @@ def test_reward_terms_prices_other_contribution_weights_from_the_discounted_part
     assert near(paid["std"], without["std"])  # a payment that is the same on every seed adds no noise
 
 
+def test_reward_terms_discounts_each_play_as_ppo_sees_it(monkeypatch):
+    rt = _bench_module("reward_terms")
+    real = rt.EpisodeConfig
+    monkeypatch.setattr(rt, "EpisodeConfig", lambda **kw: real(**{**kw, "max_epochs": 4, "max_batches": 2}))
+    rule = "concurrent:conv_heavy+conv_small"
+    seed = rt.play(rule, [1000], 0.0)["per_seed"][0]  # three paid steps: epochs 2, 3 and 4
+    d = seed["discounted"]
+    assert abs(d["terminal"] - seed["final_accuracy"] / 100 * rt.DEFAULT_GAMMA ** 2) < 1e-6  # the last step's discount
+    assert d["unkept"] >= 0 and d["rent"] <= 0  # a charge and a rent, kept as the amounts the weights multiply
+    monkeypatch.setattr(rt, "DEFAULT_GAMMA", 1.0)  # undiscounted, the unit parts rebuild the paid sums exactly
+    flat = rt.play(rule, [1000], 0.0)["per_seed"][0]
+    assert abs(rt.discounted_return(flat, 0.5) - 100 * flat["total"]) < 1e-3  # 0.5: the payment the play was paid
+
+
 def test_reward_terms_refuses_a_single_rule_in_one_line(tmp_path, run_bench):
     p = run_bench("reward_terms.py", "--rules", "concurrent:conv_heavy+conv_small", cwd=tmp_path, timeout=120)
     line = "reward_terms.py: error: --rules needs two rules or more: the first is compared with each other"
