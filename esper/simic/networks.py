@@ -14,7 +14,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..leyline import HEAD_NAMES, N_FLAT_ACTIONS, FlatAction, LifecycleOp
+from ..leyline import BLUEPRINTS, HEAD_NAMES, N_FLAT_ACTIONS, FlatAction, LifecycleOp
 
 # %% ../../nbs/simic/02_networks.ipynb #f615f4ce
 FLAT_HEAD: str = "action"  # name of the single head of a flat policy
@@ -104,7 +104,7 @@ def evaluate_heads(
 # %% ../../nbs/simic/02_networks.ipynb #663bf66a
 #: Key of the blueprint-choice bonus among a loss's entropy coefficients (see `blueprint_choice_entropy`).
 BLUEPRINT_CHOICE: str = "blueprint_choice"
-_GERMINATIONS = slice(FlatAction.GERMINATE_NORM, FlatAction.GERMINATE_ATTENTION + 1)  # the flat germinate actions
+_GERMINATIONS = slice(FlatAction.GERMINATE_NORM, FlatAction.ADVANCE)  # the flat germinate actions, one per blueprint
 
 
 def blueprint_choice_entropy(
