@@ -8,8 +8,9 @@ rule.
 
     OMP_NUM_THREADS=1 python bench/blueprint_probe.py --workers 2
 
-The README and the "Why Tamiyo learns" chapter quote its two reference rules and `k3_k3` in both block orders
-(`--runs` as given there; about 5 minutes on one core).
+The README and the "Why Tamiyo learns" chapter quote its two reference rules, `k3_k3` in both block orders, and the
+widths of two k=3 convolutions that led to the package's `conv_mid` (`--runs` as given there; about 2 minutes a run
+of five episodes on one core).
 """
 import json
 import statistics
@@ -28,32 +29,35 @@ from stoppable_pool import stoppable_pool, stops_in_one_line
 
 
 class TwoConvSeed(B.SeedModule):
-    "conv(k) → BN → ReLU → zero-initialised conv(k2, dilation d): the same width as the host throughout."
+    "conv(k) to `width` x C → BN → ReLU → zero-initialised conv(k2, dilation d) back to C."
 
-    def __init__(self, channels: int, dims: int, k: int = 3, k2: int = 3, dilation: int = 1):
+    def __init__(self, channels: int, dims: int, k: int = 3, k2: int = 3, dilation: int = 1, width: float = 1.0):
         super().__init__(channels, dims)
         Conv, BN, _ = B._ops(dims)
+        mid = round(width * channels)
         self.body = nn.Sequential(
-            Conv(channels, channels, k, padding=k // 2, bias=False), BN(channels), nn.ReLU(),
-            B._zero(Conv(channels, channels, k2, padding=dilation * (k2 // 2), dilation=dilation)))
+            Conv(channels, mid, k, padding=k // 2, bias=False), BN(mid), nn.ReLU(),
+            B._zero(Conv(mid, channels, k2, padding=dilation * (k2 // 2), dilation=dilation)))
 
     def forward(self, h):
         return self.body(h)
 
 
-#: Candidate seeds by name: (first kernel, second kernel, dilation of the second).
-CANDIDATES = {"k3_k3": (3, 3, 1), "k3_dilated": (3, 3, 2), "k5_1x1": (5, 1, 1), "k5_k5": (5, 5, 1)}
+#: Candidate seeds by name: (first kernel, second kernel, dilation of the second, middle width in host widths C).
+#: The package's `conv_mid` is k3_k3 at 7C/4; the widths around it are here to compare.
+CANDIDATES = {"k3_k3": (3, 3, 1, 1.0), "k3_dilated": (3, 3, 2, 1.0), "k5_1x1": (5, 1, 1, 1.0), "k5_k5": (5, 5, 1, 1.0),
+              "k3_k3_x1.25": (3, 3, 1, 1.25), "k3_k3_x1.5": (3, 3, 1, 1.5), "k3_k3_x1.875": (3, 3, 1, 1.875)}
 #: Rules tried by default: `none` plays a rule over today's blueprints, for reference.
 DEFAULT_RUNS = ("none:concurrent:conv_heavy+conv_small", "none:concurrent:conv_heavy+depthwise",
                 "k3_k3:concurrent:conv_heavy+attention", "k3_k3:concurrent:attention+conv_heavy",
                 "k3_dilated:concurrent:conv_heavy+attention", "k5_1x1:concurrent:conv_heavy+attention",
-                "k5_k5:concurrent:attention+attention")
+                "k5_k5:concurrent:attention+attention", "none:concurrent:conv_mid+conv_mid")
 
 
 def install(candidate: str) -> None:
     "Let the 1-D `attention` blueprint build `candidate` in this process."
-    k, k2, d = CANDIDATES[candidate]
-    factory = lambda channels, dims: TwoConvSeed(channels, dims, k, k2, d)
+    k, k2, d, width = CANDIDATES[candidate]
+    factory = lambda channels, dims: TwoConvSeed(channels, dims, k, k2, d, width)
     B.BLUEPRINT_REGISTRY["conv1d"]["attention"] = B.BlueprintSpec("attention", "conv1d", factory, 1, candidate)
     _blueprint_cost.cache_clear()  # the budget check's cached costs: a pool worker may have played another candidate
 

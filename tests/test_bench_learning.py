@@ -383,6 +383,8 @@ def test_the_blueprint_probe_prices_each_candidate_it_installs():
         small = _blueprint_cost("attention", "conv1d", 8)
         bp.install("k5_k5")  # in the same process, as a pool worker plays one candidate after another
         assert (small, _blueprint_cost("attention", "conv1d", 8)) == (408, 664)
+        bp.install("k3_k3_x1.5")  # a middle 1.5 host widths wide: 12 channels at 8
+        assert _blueprint_cost("attention", "conv1d", 8) == 8 * 12 * 3 + 24 + 12 * 8 * 3 + 8
     finally:
         B.BLUEPRINT_REGISTRY["conv1d"]["attention"] = original
         _blueprint_cost.cache_clear()

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..leyline import BLUEPRINTS, HEAD_NAMES, N_FLAT_ACTIONS, FlatAction, LifecycleOp
+from ..leyline import HEAD_NAMES, N_FLAT_ACTIONS, FlatAction, LifecycleOp
 
 # %% ../../nbs/simic/02_networks.ipynb #f615f4ce
 FLAT_HEAD: str = "action"  # name of the single head of a flat policy
