@@ -71,8 +71,7 @@ PRESETS = {
 }
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
-                     "concurrent:conv_heavy,depthwise", "concurrent:conv_heavy,conv_small",
-                     "concurrent:conv_heavy,conv_mid", "concurrent:conv_mid,conv_mid")
+                     "concurrent:conv_heavy,depthwise", "concurrent:conv_heavy,conv_small")
 #: Decisions counted per episode in lifecycle.png (keys of the history's `action_counts`).
 LIFECYCLE_OPS = ("GERMINATE", "PRUNE", "FOSSILIZE", "ADVANCE")
 MIN_EXPLAINED_VARIANCE = 0.3

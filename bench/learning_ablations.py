@@ -4,7 +4,7 @@ Each variant takes today's trainer (flat actions, 8 environments per update, the
 changes one thing, so its effect can be read off against `flat`:
 
 - `flat`      today's trainer with flat actions;
-- `factored`  factored heads (slot, blueprint, blend, op) instead of 10 flat actions (the default since this study);
+- `factored`  factored heads (slot, blueprint, blend, op) instead of 9 flat actions (the default since this study);
 - `bootstrap` the old treatment of the run's last epoch: stored as truncated and bootstrapped from the critic;
 - `nogate`    the mask knows only stages: an ADVANCE or FOSSILIZE its gate would refuse stays legal (a silent no-op);
 - `noprob`    no probation: a seed may be pruned from its first epoch;

@@ -34,7 +34,7 @@ def test_registered_and_made_through_gymnasium():
     env = gymnasium.make("esper/Growth-v0", episode_config=CFG)
     assert isinstance(env.unwrapped, GrowthEnv)
     assert env.unwrapped.spec.id == "esper/Growth-v0"
-    assert env.action_space.nvec.tolist() == [2, 6, 3, 5]
+    assert env.action_space.nvec.tolist() == [2, 5, 3, 5]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*infinity.*")
         check_env(env.unwrapped)

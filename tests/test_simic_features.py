@@ -42,7 +42,7 @@ def test_obs_to_features_tensor_output():
     # Should be a tensor, not a list
     assert isinstance(result, torch.Tensor)
     assert result.device == device
-    assert result.shape == (36,)  # Base feature dim
+    assert result.shape == (35,)  # Base feature dim
     assert result.dtype == torch.float32
 
 
@@ -58,7 +58,7 @@ def _obs(**kw):
 def test_list_and_tensor_agree_and_out_is_reused():
     from esper.tamiyo.features import obs_to_base_features, obs_to_base_features_tensor
     obs = _obs()
-    buf = torch.full((36,), -1.0)
+    buf = torch.full((35,), -1.0)
     out = obs_to_base_features_tensor(obs, out=buf)
     assert out is buf
     assert torch.allclose(out, torch.tensor(obs_to_base_features(obs)))
@@ -71,16 +71,16 @@ def test_features_bounded_with_extreme_inputs():
     f = obs_to_base_features(_obs(train_loss=float("nan"), val_loss=1e9, loss_delta=-1e9, accuracy_delta=float("inf"),
                                   host_grad_norm=1e6, seed_blueprint_id=9))
     assert all(abs(x) <= 1.0 for i, x in enumerate(f) if i != 26)
-    assert f[30:] == [0.0] * 6  # unknown blueprint id -> no one-hot
+    assert f[30:] == [0.0] * 5  # unknown blueprint id -> no one-hot
 
 
 def test_action_mask_flat_by_stage():
     from esper.simic.features import compute_action_mask
     m = compute_action_mask(_obs())  # no seed, a slot available: WAIT + germinate
-    assert m[FlatAction.WAIT] and all(m[FlatAction.GERMINATE_NORM:FlatAction.GERMINATE_CONV_MID + 1])
+    assert m[FlatAction.WAIT] and all(m[FlatAction.GERMINATE_NORM:FlatAction.GERMINATE_ATTENTION + 1])
     assert not m[FlatAction.ADVANCE] and not m[FlatAction.PRUNE] and not m[FlatAction.FOSSILIZE]
     m = compute_action_mask(_obs(has_active_seed=1.0, seed_stage=int(SeedStage.HOLDING)))
-    assert m.tolist() == [True, False, False, False, False, False, False, False, True, True]
+    assert m.tolist() == [True, False, False, False, False, False, False, True, True]
     m = compute_action_mask(_obs(available_slots=0))
     assert m.sum().item() == 1  # only WAIT
 

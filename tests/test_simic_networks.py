@@ -51,7 +51,7 @@ def test_factored_network_heads_and_groups():
     net = FactoredActorCritic(state_dim=12, head_sizes=factored_head_sizes(2), hidden_dim=32)
     logits, values = net(torch.randn(3, 12))
     assert tuple(logits) == HEAD_NAMES
-    assert [logits[k].shape[-1] for k in HEAD_NAMES] == [2, 6, 3, 5]
+    assert [logits[k].shape[-1] for k in HEAD_NAMES] == [2, 5, 3, 5]
     groups = net.parameter_groups()
     assert set(groups) == {"actor", "shared", "critic"}
     ids = [id(p) for g in groups.values() for p in g]

@@ -409,7 +409,7 @@ def test_factored_joint_log_prob_is_sum_of_heads():
     torch.manual_seed(1)
     sizes = factored_head_sizes(2)
     agent = PPOAgent(state_dim=5, action_dim=sizes, hidden_dim=16, device="cpu")
-    masks = {"slot": torch.tensor([True, False]), "blueprint": torch.ones(6), "blend": torch.ones(3),
+    masks = {"slot": torch.tensor([True, False]), "blueprint": torch.ones(5), "blend": torch.ones(3),
              "op": torch.tensor([1, 1, 0, 0, 0])}
     s = torch.randn(5)
     action, log_prob, _ = agent.get_action(s, masks)

@@ -4,8 +4,7 @@
 
 # %% auto #0
 __all__ = ['BLUEPRINT_FAMILIES', 'BLUEPRINT_REGISTRY', 'SeedModule', 'NormSeed', 'ConvSmallSeed', 'ConvHeavySeed',
-           'DepthwiseSeed', 'AttentionSeed', 'ConvMidSeed', 'BlueprintSpec', 'family_for_dims', 'get_blueprint',
-           'build_blueprint']
+           'DepthwiseSeed', 'AttentionSeed', 'BlueprintSpec', 'family_for_dims', 'get_blueprint', 'build_blueprint']
 
 # %% ../../nbs/kasmina/00_blueprints.ipynb #c60f5c76
 from collections.abc import Callable
@@ -142,26 +141,6 @@ class AttentionSeed(SeedModule):
         g = torch.tanh(self.fc2(torch.relu(self.fc1(self.pool(h).flatten(1)))))
         return h * g.view(*g.shape, *([1] * self.dims))
 
-
-class ConvMidSeed(SeedModule):
-    "conv (k=3) to 7C/4 → BN → ReLU → zero-initialised conv (k=3) back to C."
-
-    blueprint = "conv_mid"
-
-    def __init__(self, channels: int, dims: int):
-        super().__init__(channels, dims)
-        Conv, BN, _ = _ops(dims)
-        wide = 7 * channels // 4
-        self.body = nn.Sequential(
-            Conv(channels, wide, 3, padding=1, bias=False),
-            BN(wide),
-            nn.ReLU(),
-            _zero(Conv(wide, channels, 3, padding=1)),
-        )
-
-    def forward(self, h):
-        return self.body(h)
-
 # %% ../../nbs/kasmina/00_blueprints.ipynb #875ae552
 @dataclass(frozen=True)
 class BlueprintSpec:
@@ -183,7 +162,7 @@ class BlueprintSpec:
             return self.build(channels).param_count
 
 
-_SEEDS = (NormSeed, ConvSmallSeed, ConvHeavySeed, DepthwiseSeed, AttentionSeed, ConvMidSeed)
+_SEEDS = (NormSeed, ConvSmallSeed, ConvHeavySeed, DepthwiseSeed, AttentionSeed)
 BLUEPRINT_FAMILIES: dict[str, int] = {"conv1d": 1, "conv2d": 2}
 BLUEPRINT_REGISTRY: dict[str, dict[str, BlueprintSpec]] = {
     fam: {cls.blueprint: BlueprintSpec(cls.blueprint, fam, cls, dims, (cls.__doc__ or "").strip()) for cls in _SEEDS}

@@ -61,7 +61,7 @@ DEFAULT_BLEND_EPOCHS: int = 5  # epochs for alpha to ramp 0 -> 1
 DEFAULT_MIN_TRAINING_EPOCHS: int = 3  # epochs in TRAINING before a seed may blend
 DEFAULT_MIN_HOLDING_EPOCHS: int = 1  # epochs in HOLDING before a seed may fossilize
 DEFAULT_EMBARGO_EPOCHS: int = 3  # epochs a pruned slot stays unusable
-BASE_FEATURE_DIM: int = 36  # length of the base observation (obs_to_base_features)
+BASE_FEATURE_DIM: int = 35  # length of the base observation (obs_to_base_features)
 
 # %% ../../nbs/leyline/03_leyline.ipynb #c1374953
 __all__ = [

@@ -21,7 +21,7 @@ class LifecycleOp(IntEnum):
 
 
 #: Blueprint names, in the order used by the `blueprint` head and the one-hot features (id = index + 1).
-BLUEPRINTS: tuple[str, ...] = ("norm", "conv_small", "conv_heavy", "depthwise", "attention", "conv_mid")
+BLUEPRINTS: tuple[str, ...] = ("norm", "conv_small", "conv_heavy", "depthwise", "attention")
 
 
 class BlendAlgorithm(str, Enum):
@@ -45,11 +45,10 @@ class FlatAction(IntEnum):
     GERMINATE_CONV_HEAVY = 3
     GERMINATE_DEPTHWISE = 4
     GERMINATE_ATTENTION = 5
-    GERMINATE_CONV_MID = 6
-    ADVANCE = 7
-    FOSSILIZE = 8
-    PRUNE = 9
-    CULL = 9  # alias of PRUNE
+    ADVANCE = 6
+    FOSSILIZE = 7
+    PRUNE = 8
+    CULL = 8  # alias of PRUNE
 
 
 def flat_to_op(
@@ -57,7 +56,7 @@ def flat_to_op(
 ) -> tuple[LifecycleOp, str | None]:
     "Decode a flat action into its lifecycle op and blueprint name (None unless germinating)."
     a = FlatAction(action)
-    if FlatAction.GERMINATE_NORM <= a <= FlatAction.GERMINATE_CONV_MID:
+    if FlatAction.GERMINATE_NORM <= a <= FlatAction.GERMINATE_ATTENTION:
         return LifecycleOp.GERMINATE, BLUEPRINTS[a - FlatAction.GERMINATE_NORM]
     return {
         FlatAction.WAIT: LifecycleOp.WAIT,

@@ -29,21 +29,21 @@ from .seed_management import flat_action_slot, fossilized_contribution, unkept_c
 
 # %% ../../nbs/simic/21_env.ipynb #bbac16dd
 def state_dim(n_slots: int) -> int:
-    "Length of the policy's input for a host with `n_slots` slots: 36 base + 10 per slot."
+    "Length of the policy's input for a host with `n_slots` slots: 35 base + 10 per slot."
     if n_slots < 1:
         raise ValueError(f"n_slots must be >= 1 (got {n_slots})")
     return BASE_FEATURE_DIM + SEED_TELEMETRY_DIM * n_slots
 
 
 def action_dim(n_slots: int, factored: bool) -> int | dict[str, int]:
-    "`PPOAgent` action_dim: 10 flat actions, or the factored head sizes."
+    "`PPOAgent` action_dim: 9 flat actions, or the factored head sizes."
     return factored_head_sizes(n_slots) if factored else N_FLAT_ACTIONS
 
 
 def obs_to_state(
     obs: dict[str, Any],  # observation from `Episode.observation()`
 ) -> torch.Tensor:
-    "Raw state vector `[36 + 10 * n_slots]` (float32, CPU): base features then each slot's telemetry."
+    "Raw state vector `[35 + 10 * n_slots]` (float32, CPU): base features then each slot's telemetry."
     feats = obs_to_base_features(obs, obs["max_epochs"])
     for s in obs["slots"].values():
         feats.extend(float(x) for x in s["telemetry"])
