@@ -129,6 +129,10 @@ def test_param_budget_binds_ppo_and_compare(tmp_path, capsys):
     res = json.loads((out / "comparison.json").read_text())
     assert res["config"]["param_budget"] == 2500
     assert res["rows"][0]["params_total"] == 914 + 1064  # the second conv_heavy would pass the budget: refused
+    # the policy plays too, on the device `auto` picks (the checkpoint's storage was once read as tagged "auto")
+    assert main(["compare", "--controllers", "ppo", "--checkpoint", str(save), "--device", "auto", "--max-epochs", "2",
+                 "--max-batches", "1", "--seeds", "0", "--out", str(tmp_path / "cmp_ppo")]) == 0
+    assert json.loads((tmp_path / "cmp_ppo" / "comparison.json").read_text())["rows"][0]["controller"] == "ppo"
     capsys.readouterr()
     with pytest.raises(SystemExit) as e:
         main(["compare", "--param-budget", "0", "--out", str(out)])

@@ -21,6 +21,7 @@ from ..leyline.files import save_torch_atomic
 from .config import PPO_FIELDS, TrainingConfig
 from .flat_params import match_optimizer_state
 from .normalizers import RunningMeanStd, RewardNormalizer
+from ..tolaria import resolve_device
 
 # %% ../../nbs/simic/10_checkpoint.ipynb #04ef9a0c
 CHECKPOINT_FORMAT: str = "esper.simic.PPOAgent"
@@ -133,6 +134,7 @@ def agent_from_checkpoint(path: str | os.PathLike, device="cpu"):
     "A new `PPOAgent` built from the configuration stored in `path`, then restored."
     from esper.simic.ppo import PPOAgent
 
+    device = resolve_device(device)  # "auto" picks CUDA where there is one
     cfg = read_checkpoint(path, map_location=device)["config"]
     agent = PPOAgent(cfg["state_dim"], cfg["action_dim"], config=stored_config(cfg), device=device)
     load_agent(agent, path)

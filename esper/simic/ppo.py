@@ -35,6 +35,7 @@ from esper.simic.networks import (
 )
 from .ppo_loss import UpdateStats, normalize_minibatches, step_is_finite, value_diagnostics
 from .types import PPOUpdateMetrics
+from ..tolaria import resolve_device
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class PPOAgent:
         self.factored = FLAT_HEAD not in self.head_sizes
         self.mask_shapes = mask_shapes_of(self.head_sizes)  # per head, plus `op|slot` when factored
         self._config = config
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         if config.recurrent:
             self.network = RecurrentActorCritic(state_dim, self.action_dim, config.hidden_dim, config.lstm_hidden_dim)
         elif self.factored:
