@@ -66,7 +66,7 @@ PRESETS = {
              "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
              "episodes_per_task_seed": 1, "group_baseline": False,
              "lr_end": 0.0, "lr_anneal_episodes": None,                            # PPO's rate: to 0 over the run
-             "entropy_coef_start": 0.15,                                           # first plans sampled longer
+             "entropy_coef_start": 0.3,                                            # first plans sampled longer
              "blueprint_entropy_coef": 0.0, "critic_warmup_episodes": 0},
 }
 BASELINES = ("static", "random", "heuristic")
@@ -87,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--preset", choices=tuple(PRESETS), default="short",
       help="short: the `make run` setting (15 epochs x 30 batches, 320 episodes, 8 envs); "
            "full: 30-epoch episodes on every batch within 2,500 parameters, PPO with GAE lambda 0.8, a learning "
-           "rate falling to 0 over the run and an entropy bonus from 0.15 (default: short)")
+           "rate falling to 0 over the run and an entropy bonus from 0.3 (default: short)")
     a("--episodes", type=positive_int, default=None, help="PPO training episodes per training seed (preset: 320)")
     a("--max-epochs", type=positive_int, default=None, help="epochs per episode, >= 2 (short: 15, full: 30)")
     a("--max-batches", type=nonneg_int, default=None,
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--entropy-coef-start", type=float, default=None,
       help="PPO training: the entropy bonus's coefficient at the first update, falling linearly to "
            f"{PPO_SETTINGS['entropy_coef_end']} over the first {PPO_SETTINGS['entropy_anneal_episodes']} episodes "
-           "(short: 0.05, full: 0.15); given, the table says it")
+           "(short: 0.05, full: 0.3); given, the table says it")
     a("--blueprint-entropy-coef", type=float, default=None,
       help="PPO training: a second entropy bonus on the choice among blueprints alone (the policy's distribution "
            "over the blueprints it may germinate, given that it germinates), falling linearly to 0 over the same "

@@ -171,7 +171,7 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
     full, short = resolve("--preset", "full"), resolve("--preset", "short")
     ent = {"entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0}
-    hot = ent | {"entropy_coef_start": 0.15}  # the full preset's bonus starts three times higher
+    hot = ent | {"entropy_coef_start": 0.3}  # the full preset's bonus starts six times higher
     assert full.ppo_settings == {"gae_lambda": 0.8, "lr_end": 0.0, "lr_anneal_episodes": 320} | hot
     assert full.overrides == {}
     assert short.ppo_settings == ent and short.overrides == {}  # otherwise TrainingConfig's defaults
@@ -187,7 +187,7 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     ramp = resolve("--preset", "short", "--lr-end", "0.0001")
     assert ramp.overrides == {"lr_end": 0.0001}  # a ramp's end alone: the ramp spans the run
     assert ramp.ppo_settings == {"lr_end": 0.0001, "lr_anneal_episodes": 320} | ent
-    assert resolve("--preset", "full", "--entropy-coef-start", "0.15").overrides == {}
+    assert resolve("--preset", "full", "--entropy-coef-start", "0.3").overrides == {}
     assert resolve("--preset", "short", "--entropy-coef-start", "0.05").overrides == {}
     cool = resolve("--preset", "full", "--entropy-coef-start", "0.05")
     assert cool.overrides == {"entropy_coef_start": 0.05} and cool.ppo_settings["entropy_coef_start"] == 0.05
