@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--env-workers", type=nonneg_int, default=0,
       help="environment worker processes per training seed (train_ppo_vectorized's workers); 0 = step the envs in "
            "the training job's own process (default: 0). With K > 0, give --workers about cores / K")
+    a("--keep-policies", action="store_true",
+      help="save the policy of every learning-curve evaluation as seed<k>/policies/episode<NNNN>.pt (an agent "
+           "checkpoint, about 2 MB each), for bench/choose_policy.py and bench/replay_actions.py")
     a("--resume", action="store_true",
       help="continue each training seed from its checkpoint seed<k>/agent.pt under --out where one exists (same "
            "settings), so a run cut short, e.g. by a time limit, goes on where it stopped")
@@ -278,6 +281,8 @@ class CurveProbe:
         rows = [play(PPOController(agent), s, self.setup) for s in self.setup["curve_seeds"]]  # normaliser frozen
         record["eval_accuracy"] = statistics.fmean(r["final_accuracy"] for r in rows)
         record["eval_params_added"] = statistics.fmean(r["params_added"] for r in rows)
+        if self.setup.get("keep_policies") and self.clock is not None:  # beside the seed's checkpoint
+            agent.save(self.clock.parent / "policies" / f"episode{episodes:04d}.pt")
         self.seconds += time.perf_counter() - t0
         self.tick()
 
@@ -595,7 +600,7 @@ def main(argv: list[str]|None=None) -> int:
              "max_batches": args.max_batches, "lr_schedule": args.lr_schedule, "param_budget": args.param_budget,
              "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
              "ppo": dict(PPO_SETTINGS) | args.ppo_settings,
-             "env_workers": args.env_workers, "resume": args.resume,
+             "env_workers": args.env_workers, "resume": args.resume, "keep_policies": args.keep_policies,
              "rent_weight": args.rent_weight, "contribution_weight": args.contribution_weight,
              "unkept_weight": args.unkept_weight,
              "episodes_per_task_seed": args.episodes_per_task_seed, "group_baseline": args.group_baseline}
