@@ -4,7 +4,8 @@ One PPO policy is trained per training seed, each in its own worker process with
 each policy is evaluated greedily on the curve seeds every --eval-every episodes (the learning curve). At the end
 every policy, and every baseline, plays one episode on each held-out evaluation seed. Written under --out:
 results.json (config, every episode, the summary and the targets), table.md, learning_curves.png, lifecycle.png,
-and seed<k>/agent.pt plus seed<k>/history.json per training seed.
+and seed<k>/agent.pt plus seed<k>/history.json per training seed (with --keep-policies also seed<k>/policies/, the
+policy of every learning-curve evaluation, which bench/choose_policy.py chooses among on validation task seeds).
 
 Usage, from the project root: `make bench-learning` (short preset) or `make bench-learning-full`, i.e.
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_learning.py --preset short
