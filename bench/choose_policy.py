@@ -106,9 +106,12 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['chosen_params_added']:,.0f} params added)")
     for key in ("last_gap", "chosen_gap"):
         print(f"mean {key.replace('_', ' ')}: {statistics.fmean(r[key] for r in report):+.3f}")
+    here = lambda p: str(Path(p).relative_to(run))  # policies named within the run's folder: seed<k>/policies/...
     write_json_atomic(run / "choose_policy.json", {
         "validation_seeds": args.validation_seeds, "eval_seeds": eval_seeds, "rule": rule_name, "per_seed": report,
-        "scores": scores, "validation": validation, "held_out": held_out})
+        "scores": {here(p): s for p, s in scores.items()},
+        "validation": [r | {"policy": here(r["policy"])} for r in validation],
+        "held_out": [r | {"policy": here(r["policy"])} for r in held_out]})
     print(f"wrote {run / 'choose_policy.json'}")
     return 0
 

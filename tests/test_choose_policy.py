@@ -42,7 +42,7 @@ def test_kept_policies_are_played_on_validation_seeds_and_the_choice_held_out(tm
     assert report["eval_seeds"] == [2000, 2001] and report["validation_seeds"] == [1005, 1006]
     assert len(report["validation"]) == 2 * 2 * 2 and len(report["held_out"]) == 2 * 2  # policies x seeds
     for row in report["per_seed"]:
-        mine = {n: s for n, s in report["scores"].items() if f"seed{row['train_seed']}" in n}
+        mine = {n: s for n, s in report["scores"].items() if n.startswith(f"seed{row['train_seed']}/policies/")}
         assert row["chosen_validation"] == max(mine.values()) and row["chosen"] in {Path(n).name for n in mine}
         assert f"run seed {row['train_seed']}: last policy" in p.stdout
     refused = run_bench("choose_policy.py", "--run", str(out), "--validation-seeds", "1000", cwd=tmp_path, timeout=60)
