@@ -29,10 +29,18 @@ from stoppable_pool import stoppable_pool, stops_in_one_line
 EPISODE_KEYS = ("max_epochs", "max_batches", "lr_schedule", "param_budget")  # what play() needs of a run's config
 
 
+class UnreadablePolicy(Exception):
+    "A kept policy that cannot be loaded (missing, truncated or foreign); its message is the script's one line."
+
+
 def play_job(policy: str, task_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
     "One kept policy, greedy, on one task seed."
     torch.set_num_threads(1)
-    row = bl.play(bl.load_ppo_controller(policy), task_seed, setup)
+    try:
+        controller = bl.load_ppo_controller(policy)
+    except (OSError, ValueError, RuntimeError) as e:
+        raise UnreadablePolicy(f"cannot load kept policy {policy}: {e}") from None
+    row = bl.play(controller, task_seed, setup)
     return {"policy": policy, "seed": task_seed, "accuracy": row["final_accuracy"], "params_added": row["params_added"]}
 
 
@@ -40,12 +48,6 @@ def choose(scores: dict[str, float]) -> str:
     "The policy with the best mean validation accuracy; the latest of equals (names sort in episode order)."
     top = max(scores.values())
     return max(p for p, s in scores.items() if s >= top - 1e-9)
-
-
-def best_rule(results: dict[str, Any]) -> str:
-    "The fixed rule with the best mean accuracy on the run's evaluation seeds."
-    rules = {k: v["final_accuracy"] for k, v in results["summary"].items() if k.startswith(("schedule:", "concurrent:"))}
-    return max(rules, key=rules.get)
 
 
 def by_seed(rows: list[dict[str, Any]], accuracy: str = "accuracy") -> dict[int, float]:
@@ -80,14 +82,17 @@ def main(argv: list[str] | None = None) -> int:
     kept = {k: sorted(str(p) for p in (run / f"seed{k}" / "policies").glob("episode*.pt")) for k in seeds}
     if missing := [k for k, p in kept.items() if not p]:
         ap.error(f"--run: no kept policies for training seeds {missing}; train with --keep-policies")
-    with stops_in_one_line("choose_policy.py"), stoppable_pool(args.workers) as pool:
-        jobs = [pool.submit(play_job, p, s, setup) for ps in kept.values() for p in ps for s in args.validation_seeds]
-        validation = [j.result() for j in jobs]
-        scores = {p: statistics.fmean(r["accuracy"] for r in validation if r["policy"] == p) for ps in kept.values()
-                  for p in ps}
-        chosen = {k: choose({p: scores[p] for p in ps}) for k, ps in kept.items()}
-        held_out = [j.result() for j in [pool.submit(play_job, chosen[k], s, setup) for k in seeds for s in eval_seeds]]
-    rule_name = best_rule(results)
+    try:
+        with stops_in_one_line("choose_policy.py"), stoppable_pool(args.workers) as pool:
+            played = lambda pairs: [j.result() for j in [pool.submit(play_job, p, s, setup) for p, s in pairs]]
+            validation = played([(p, s) for ps in kept.values() for p in ps for s in args.validation_seeds])
+            scores = {p: statistics.fmean(r["accuracy"] for r in validation if r["policy"] == p)
+                      for ps in kept.values() for p in ps}
+            chosen = {k: choose({p: scores[p] for p in ps}) for k, ps in kept.items()}
+            held_out = played([(chosen[k], s) for k in seeds for s in eval_seeds])
+    except UnreadablePolicy as e:  # the pool has stopped its workers; nothing was written
+        ap.error(f"--run: {e}")
+    rule_name = bl.best_rule_name(results["summary"])
     rule = by_seed([e for e in results["episodes"] if e["controller"] == rule_name], "final_accuracy")
     print(f"best rule {rule_name}: {statistics.fmean(rule.values()):.2f}% on evaluation seeds {eval_seeds}; "
           f"choice on validation seeds {args.validation_seeds}")
@@ -97,13 +102,14 @@ def main(argv: list[str] | None = None) -> int:
                        "final_accuracy")
         mine = [r for r in held_out if r["policy"] == chosen[k]]
         row = {"train_seed": k, "chosen": Path(chosen[k]).name, "chosen_validation": scores[chosen[k]],
-               "last_validation": scores[kept[k][-1]], "last_gap": gap(last, rule), "chosen_gap": gap(by_seed(mine), rule),
+               "last_validation": scores[kept[k][-1]], "last_gap": gap(last, rule),
+               "chosen_gap": gap(by_seed(mine), rule),
                "chosen_accuracy": statistics.fmean(r["accuracy"] for r in mine),
                "chosen_params_added": statistics.fmean(r["params_added"] for r in mine)}
         report.append(row)
-        print(f"run seed {k}: last policy {row['last_gap']:+.2f} to the rule (validation {row['last_validation']:.2f}%); "
-              f"chosen {row['chosen']} {row['chosen_gap']:+.2f} (validation {row['chosen_validation']:.2f}%, "
-              f"{row['chosen_params_added']:,.0f} params added)")
+        print(f"run seed {k}: last policy {row['last_gap']:+.2f} to the rule "
+              f"(validation {row['last_validation']:.2f}%); chosen {row['chosen']} {row['chosen_gap']:+.2f} "
+              f"(validation {row['chosen_validation']:.2f}%, {row['chosen_params_added']:,.0f} params added)")
     for key in ("last_gap", "chosen_gap"):
         print(f"mean {key.replace('_', ' ')}: {statistics.fmean(r[key] for r in report):+.3f}")
     here = lambda p: str(Path(p).relative_to(run))  # policies named within the run's folder: seed<k>/policies/...

@@ -1,26 +1,14 @@
 """bench/choose_policy.py on a tiny benchmark run with --keep-policies: the kept policies, the choice, its refusals."""
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import torch
 
-from test_bench_learning import TINY
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
-
-
-def _choose_module():
-    sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("choose_policy", BENCH / "choose_policy.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from test_bench_learning import TINY, _bench_module
 
 
 def test_choose_takes_the_best_validation_score_and_the_latest_of_equals():
-    choose = _choose_module().choose
+    choose = _bench_module("choose_policy").choose
     assert choose({"p/episode0002.pt": 80.0, "p/episode0004.pt": 81.5, "p/episode0006.pt": 79.0}) == "p/episode0004.pt"
     assert choose({"p/episode0002.pt": 81.5, "p/episode0004.pt": 80.0, "p/episode0006.pt": 81.5}) == "p/episode0006.pt"
 
@@ -51,3 +39,7 @@ def test_kept_policies_are_played_on_validation_seeds_and_the_choice_held_out(tm
     (tmp_path / "plain").mkdir()
     missing = run_bench("choose_policy.py", "--run", str(tmp_path / "plain"), cwd=tmp_path, timeout=60)
     assert missing.returncode == 2 and "cannot read a finished benchmark's results.json" in missing.stderr
+    (out / "seed1" / "policies" / "episode0002.pt").write_text("cut short")  # a kept policy that cannot be loaded
+    broken = run_bench("choose_policy.py", "--run", str(out), "--validation-seeds", "1005", cwd=tmp_path, timeout=120)
+    assert broken.returncode == 2 and len(broken.stderr.strip().splitlines()) == 1, broken.stderr
+    assert "cannot load kept policy" in broken.stderr and "episode0002.pt" in broken.stderr
