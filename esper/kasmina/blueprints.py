@@ -67,7 +67,7 @@ class NormSeed(SeedModule):
 
 
 class ConvSmallSeed(SeedModule):
-    "conv(k=3) → BN → ReLU → zero-initialised conv(k=3): a residual basic block at the host's width."
+    "conv(k=3) → BN → ReLU → zero-initialised 1×1 conv."
 
     blueprint = "conv_small"
 
@@ -78,7 +78,7 @@ class ConvSmallSeed(SeedModule):
             Conv(channels, channels, 3, padding=1, bias=False),
             BN(channels),
             nn.ReLU(),
-            _zero(Conv(channels, channels, 3, padding=1)),
+            _zero(Conv(channels, channels, 1)),
         )
 
     def forward(self, h):
