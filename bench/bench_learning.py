@@ -57,7 +57,8 @@ PRESETS = {
     "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
               "lr_schedule": "constant", "param_budget": None, "rent_weight": None,    # rent: RewardConfig's
               "contribution_weight": None, "unkept_weight": None, "lr": None, "gae_lambda": None,
-              "episodes_per_task_seed": 1, "group_baseline": False, "lr_end": None, "lr_anneal_episodes": None,
+              "germinate_gae_lambda": None, "episodes_per_task_seed": 1, "group_baseline": False, "lr_end": None,
+              "lr_anneal_episodes": None,
               "entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0, "critic_warmup_episodes": 0},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
@@ -65,6 +66,7 @@ PRESETS = {
              "rent_weight": 0.0,                                                   # which price them: no rent;
              "contribution_weight": None, "unkept_weight": None,
              "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
+             "germinate_gae_lambda": None,                                         # germinations too
              "episodes_per_task_seed": 1, "group_baseline": False,
              "lr_end": 0.0, "lr_anneal_episodes": None,                            # PPO's rate: to 0 over the run
              "entropy_coef_start": 0.3,                                            # first plans sampled longer
@@ -126,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--gae-lambda", type=float, default=None,
       help="PPO's GAE lambda in [0, 1], for tuning runs: given, the table says the preset was changed (short: "
            "TrainingConfig's, 0.95; full: 0.8)")
+    a("--germinate-gae-lambda", type=float, default=None,
+      help="PPO's GAE lambda in [0, 1] for the steps that germinate a seed, for tuning runs: 1 judges a "
+           "germination by the rest of its run's return rather than by the critic's values a few steps on "
+           "(preset: --gae-lambda's); given, the table says it")
     a("--lr-end", type=float, default=None,
       help="PPO training: the learning rate at the end of a linear ramp from --lr, in [0, 1] (short: none, a "
            "fixed rate; full: 0); given, the table says it")
@@ -184,6 +190,8 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         if given != value: args.overrides[key] = given
     if args.gae_lambda is not None and not 0 <= args.gae_lambda <= 1:
         ap.error(f"--gae-lambda must be in [0, 1] (got {args.gae_lambda})")
+    if args.germinate_gae_lambda is not None and not 0 <= args.germinate_gae_lambda <= 1:
+        ap.error(f"--germinate-gae-lambda must be in [0, 1] (got {args.germinate_gae_lambda})")
     if args.lr_end is not None and not 0 <= args.lr_end <= 1:
         ap.error(f"--lr-end must be in [0, 1] (got {args.lr_end})")
     if args.lr_anneal_episodes == 0:  # no ramp: a fixed rate, unless a ramp's end was asked for in the same breath
@@ -193,7 +201,8 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     elif args.lr_end is None and args.lr_anneal_episodes is not None:
         ap.error(f"--lr-anneal-episodes {args.lr_anneal_episodes} ramps PPO's learning rate down to --lr-end: "
                  "give --lr-end")
-    tuned = (("lr", args.lr), ("gae_lambda", args.gae_lambda), ("lr_end", args.lr_end),
+    tuned = (("lr", args.lr), ("gae_lambda", args.gae_lambda), ("germinate_gae_lambda", args.germinate_gae_lambda),
+             ("lr_end", args.lr_end),
              ("lr_anneal_episodes", args.lr_anneal_episodes), ("entropy_coef_start", args.entropy_coef_start),
              ("blueprint_entropy_coef", args.blueprint_entropy_coef))
     args.ppo_settings = {k: v for k, v in tuned if v is not None}

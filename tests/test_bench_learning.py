@@ -71,6 +71,11 @@ def test_refuses_a_gae_lambda_outside_the_unit_interval_in_one_line(tmp_path, ru
     line = "bench_learning.py: error: --gae-lambda must be in [0, 1] (got 1.5)"
     assert p.returncode == 2 and p.stderr.strip().splitlines() == [line]
     assert not (tmp_path / "bl").exists()
+    p = run_bench("bench_learning.py", *TINY, "--germinate-gae-lambda", "-0.1", "--out", str(tmp_path / "bl"),
+                  cwd=tmp_path, timeout=120)
+    line = "bench_learning.py: error: --germinate-gae-lambda must be in [0, 1] (got -0.1)"
+    assert p.returncode == 2 and p.stderr.strip().splitlines() == [line]
+    assert not (tmp_path / "bl").exists()
 
 
 def _pool_workers(pid: int) -> list[int]:
@@ -177,6 +182,8 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     assert short.ppo_settings == ent and short.overrides == {}  # otherwise TrainingConfig's defaults
     assert resolve("--preset", "full", "--gae-lambda", "0.8").overrides == {}  # the preset's own value
     assert resolve("--preset", "full", "--gae-lambda", "0.95").overrides == {"gae_lambda": 0.95}
+    germ = resolve("--preset", "full", "--germinate-gae-lambda", "1")
+    assert germ.overrides == {"germinate_gae_lambda": 1.0} and germ.ppo_settings["germinate_gae_lambda"] == 1.0
     assert resolve("--preset", "short", "--lr", "0.001").overrides == {"lr": 0.001}
     same = resolve("--preset", "full", "--lr-end", "0", "--lr-anneal-episodes", "320")
     assert same.overrides == {} and same.ppo_settings == full.ppo_settings

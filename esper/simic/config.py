@@ -34,6 +34,7 @@ _RANGES: dict[str, tuple[float, float, bool, bool]] = {
     "lr_end": (0.0, 1.0, True, True),
     "gamma": (0.0, 1.0, False, True),
     "gae_lambda": (0.0, 1.0, True, True),
+    "germinate_gae_lambda": (0.0, 1.0, True, True),
     "clip_ratio": (0.0, 1.0, False, True),
     "entropy_coef": (0.0, _INF, True, False),
     "entropy_coef_start": (0.0, _INF, True, False),
@@ -87,6 +88,7 @@ PPO_FIELDS: tuple[str, ...] = (
     "critic_warmup_steps",
     "gamma",
     "gae_lambda",
+    "germinate_gae_lambda",
     "clip_ratio",
     "clip_value",
     "value_coef",
@@ -120,6 +122,7 @@ class TrainingConfig:
     critic_warmup_steps: int = 0  # first PPO updates that train the critic alone (policy and entropy terms off)
     gamma: float = DEFAULT_GAMMA
     gae_lambda: float = DEFAULT_GAE_LAMBDA
+    germinate_gae_lambda: float | None = None  # GAE lambda of the steps that germinate a seed (None: gae_lambda)
     clip_ratio: float = DEFAULT_CLIP_RATIO
     clip_value: bool = False  # clip the value update like the policy (PPO2 style)
     value_coef: float = DEFAULT_VALUE_COEF
@@ -158,7 +161,13 @@ class TrainingConfig:
         "Check every field against its range."
         for name, (lo, hi, li, hi_inc) in _RANGES.items():
             v = getattr(self, name)
-            if v is None and name in ("target_kl", "entropy_coef_start", "entropy_coef_end", "lr_end"):
+            if v is None and name in (
+                "target_kl",
+                "entropy_coef_start",
+                "entropy_coef_end",
+                "lr_end",
+                "germinate_gae_lambda",
+            ):
                 continue
             validate_range(v, name, lo, hi, li, hi_inc)
         for name, lo in _INT_MIN.items():

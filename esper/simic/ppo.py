@@ -14,7 +14,7 @@ import torch
 from fastcore.basics import patch
 from torch import nn
 
-from ..leyline import N_FLAT_ACTIONS
+from ..leyline import N_FLAT_ACTIONS, FlatAction, LifecycleOp
 from .annealing import EntropySchedule, linear_anneal
 from .anomaly_detector import AnomalyDetector
 from .buffer import MultiEnvRolloutBuffer
@@ -223,6 +223,38 @@ def critic_warming(self: PPOAgent) -> bool:
 def _policy_advantages(self: PPOAgent, advantages: torch.Tensor) -> torch.Tensor:
     "The advantages the policy term sees: zero while the critic warms up, so the term and its gradient vanish."
     return torch.zeros_like(advantages) if self.critic_warming else advantages
+
+# %% ../../nbs/simic/08_ppo.ipynb #a760547b
+@patch
+def _germinations(self: PPOAgent) -> torch.Tensor:
+    "Which stored steps germinate a seed (bool `[N]`, in the buffer's env order)."
+    if self.factored:
+        if "op" not in self.head_sizes:
+            raise ValueError(
+                f"germinate_gae_lambda needs an `op` head to find germinations (heads: {tuple(self.head_sizes)})"
+            )
+        ops = [a["op"] for b in self.buffer.envs.values() for a in b.actions]
+        return torch.tensor([op == LifecycleOp.GERMINATE for op in ops], dtype=torch.bool)
+    if self.action_dim != N_FLAT_ACTIONS:
+        raise ValueError(
+            f"germinate_gae_lambda needs Tamiyo's flat actions ({N_FLAT_ACTIONS}) to find germinations "
+            f"(this agent has {self.action_dim})"
+        )
+    acts = [a[FLAT_HEAD] for b in self.buffer.envs.values() for a in b.actions]
+    return torch.tensor([FlatAction.GERMINATE_NORM <= a <= FlatAction.GERMINATE_ATTENTION for a in acts])
+
+
+@patch
+def _advantages(self: PPOAgent, last_value: float | dict[int, float]) -> tuple[torch.Tensor, torch.Tensor]:
+    "GAE advantages and the critic's targets; germinating steps take their advantage with `germinate_gae_lambda`."
+    advantages, returns = self.buffer.advantages(last_value, self.gamma, self.gae_lambda)
+    lam = self.germinate_gae_lambda
+    if lam is None or lam == self.gae_lambda:
+        return advantages, returns
+    germinates = self._germinations()
+    if germinates.any():
+        advantages = torch.where(germinates, self.buffer.advantages(last_value, self.gamma, lam)[0], advantages)
+    return advantages, returns
 
 # %% ../../nbs/simic/08_ppo.ipynb #6f036846
 @patch
@@ -540,7 +572,7 @@ def update(
     self._apply_lr()
     # 1. rollout -> tensors, 2. GAE advantages and returns (the critic's targets)
     b = self.buffer.tensors(self.head_sizes, self.device, self.mask_shapes)
-    advantages, returns = (t.to(self.device) for t in self.buffer.advantages(last_value, self.gamma, self.gae_lambda))
+    advantages, returns = (t.to(self.device) for t in self._advantages(last_value))
     metrics = value_diagnostics(b["values"], returns, advantages)
     if groups is not None:  # the policy compares each episode with its siblings on the same task seed
         advantages = self.buffer.leave_one_out(advantages, groups)

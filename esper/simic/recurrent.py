@@ -71,7 +71,7 @@ def update_recurrent(
         return {}
     dev = agent.device
     b = agent.buffer.tensors(agent.head_sizes, dev, agent.mask_shapes)
-    advantages, returns = (t.to(dev) for t in agent.buffer.advantages(last_values, agent.gamma, agent.gae_lambda))
+    advantages, returns = (t.to(dev) for t in agent._advantages(last_values))
     metrics = value_diagnostics(b["values"], returns, advantages)
     advantages = agent._policy_advantages(advantages)  # zero in a critic warm-up
     idx, valid, (h0, c0) = _sequence_batch(agent, b)
