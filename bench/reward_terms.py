@@ -13,7 +13,15 @@ weight, so each task seed also carries its discounted terms at unit weight (`dis
 again: one JSON line per weight with the paired difference of the discounted return, first rule minus each other
 rule, its mean, standard deviation and their ratio (how many standard deviations of noise one plan's lead is).
 
+With `--critics`, trained policies' critics watch the plays: at every decision each critic's value of the state
+(what it expects the rest of the run to pay, discounted) is stored beside the reward of that epoch. Then, for the first
+rule against each other rule, at the first state where their moves have differed, the paired difference of each
+critic's value and of the discounted return actually paid from there on: a critic that has learned what the
+differing move is worth shows the same mean difference as the returns. A germination's advantage with GAE lambda
+below 1 is mostly that value difference.
+
     OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2
+    OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2 --critics RUN/seed0/agent.pt RUN/seed1/agent.pt
 
 The "Why Tamiyo learns" chapter quotes the default run (about 2 minutes on two cores).
 """
@@ -25,7 +33,7 @@ import torch
 
 from esper.cli import OneLineParser, nonneg_int, positive_int
 from esper.leyline import DEFAULT_GAMMA
-from esper.simic.env import step_reward
+from esper.simic.env import act, load_ppo_controller, step_reward
 from esper.simic.rewards import RewardConfig
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import Episode, EpisodeConfig
@@ -40,9 +48,10 @@ UNIT = RewardConfig(accuracy_weight=1.0, contribution_weight=1.0, rent_weight=1.
                     unkept_weight=1.0)
 
 
-def play(rule: str, seeds: list[int], rent_weight: float) -> dict:
-    "Play `rule` on every seed, summing each reward term over the run; a worker's job."
+def play(rule: str, seeds: list[int], rent_weight: float, critics: tuple[str, ...] = ()) -> dict:
+    "Play `rule` on every seed, summing each reward term over the run (and the critics' values); a worker's job."
     torch.set_num_threads(1)
+    agents = [load_ppo_controller(path).agent for path in critics]
     config = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500)
     reward = RewardConfig(rent_weight=rent_weight)
     t0, per_seed = time.perf_counter(), []
@@ -51,9 +60,15 @@ def play(rule: str, seeds: list[int], rent_weight: float) -> dict:
         controller.reset()
         ep = Episode(get_task("mnist1d", shuffle_seed=s), config)
         obs, sums, parts, discount = ep.reset(s), dict.fromkeys(TERMS, 0.0), dict.fromkeys(PARTS, 0.0), 1.0
+        moves, values, rewards = [], [], []
         while not ep.done:
-            obs, _ = ep.step(controller.decide(obs, ep.model))
+            if agents:
+                values.append([round(act(a, [obs], [0], True, update_normalizer=False)[0].value, 5) for a in agents])
+            action = controller.decide(obs, ep.model)
+            moves.append(f"{action.op.name}/{action.blueprint or ''}@{action.slot}")
+            obs, _ = ep.step(action)
             terms = step_reward(ep, reward)
+            rewards.append(round(terms["total"], 6))
             for k in TERMS: sums[k] += terms[k]
             unit = step_reward(ep, UNIT)
             accuracy = ep.history[-1]["val_accuracy"] / 100.0 if ep.done else 0.0
@@ -62,9 +77,26 @@ def play(rule: str, seeds: list[int], rent_weight: float) -> dict:
             discount *= DEFAULT_GAMMA
         per_seed.append({"seed": s, "final_accuracy": ep.result().final_accuracy,
                          **{k: round(v, 5) for k, v in sums.items()},
-                         "discounted": {k: round(v, 6) for k, v in parts.items()}})
+                         "discounted": {k: round(v, 6) for k, v in parts.items()}}
+                        | ({"moves": moves, "values": values, "rewards": rewards} if agents else {}))
     return {"rule": rule, "reward": {"contribution_weight": reward.contribution_weight, "rent_weight": rent_weight},
             "per_seed": per_seed, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def critics_judge(a: dict, b: dict, critics: list[str], gamma: float = DEFAULT_GAMMA) -> dict:
+    "Per critic, a - b at the first state where the plays' moves differed: its values' and the returns' differences."
+    diffs = {c: [] for c in critics}
+    returns, steps = [], []
+    for x, y in zip(a["per_seed"], b["per_seed"]):
+        t = 1 + next(i for i, (m, n) in enumerate(zip(x["moves"], y["moves"])) if m != n)
+        to_go = lambda row: sum(r * gamma**k for k, r in enumerate(row["rewards"][t:]))
+        returns.append(100 * (to_go(x) - to_go(y)))  # in hundredths, as the returns elsewhere here
+        steps.append(t)
+        for i, c in enumerate(critics):
+            diffs[c].append(100 * (x["values"][t][i] - y["values"][t][i]))
+    stats = lambda d: {"mean": round(statistics.fmean(d), 3), "std": round(statistics.stdev(d), 3),
+                       "per_seed": [round(v, 3) for v in d]}
+    return {"state_after_step": steps, "return": stats(returns), "critics": {c: stats(d) for c, d in diffs.items()}}
 
 
 def paired(a: dict, b: dict) -> dict:
@@ -106,7 +138,10 @@ def main(argv: list[str]|None=None) -> None:
     ap.add_argument("--contribution-weights", type=float, nargs="+", default=[], metavar="W",
                     help="also price the plays under these weights of the contribution payment, discounted as PPO "
                          "sees them (default: none)")
-    ap.add_argument("--workers", type=positive_int, default=1, help="worker processes (default: 1)")
+    ap.add_argument("--critics", nargs="+", default=[], metavar="AGENT",
+                    help="trained policies (agent.pt) whose critics value every state of the plays (default: none)")
+    ap.add_argument("--workers", type=positive_int, default=1,
+                    help="worker processes, one rule and task seed per job (default: 1)")
     args = ap.parse_args(argv)
     if len(args.rules) < 2: ap.error("--rules needs two rules or more: the first is compared with each other")
     if len(set(args.seeds)) < 2: ap.error("--seeds needs two task seeds or more: the paired differences vary over them")
@@ -118,8 +153,20 @@ def main(argv: list[str]|None=None) -> None:
             ScheduleTamiyo.from_name(rule)
         except ValueError as e:
             ap.error(f"--rules: {e}")
+    for path in args.critics:
+        try:
+            load_ppo_controller(path)
+        except (OSError, ValueError, RuntimeError) as e:  # missing, truncated or foreign: one line, no traceback
+            ap.error(f"--critics: cannot load {path}: {e}")
+    jobs = [(rule, seed) for rule in args.rules for seed in args.seeds]
     with stops_in_one_line("reward_terms.py"), stoppable_pool(args.workers) as pool:
-        rows = list(pool.map(play, args.rules, [args.seeds] * len(args.rules), [args.rent_weight] * len(args.rules)))
+        done = list(pool.map(play, [r for r, _ in jobs], [[s] for _, s in jobs], [args.rent_weight] * len(jobs),
+                             [tuple(args.critics)] * len(jobs)))
+    rows = []
+    for i, rule in enumerate(args.rules):  # one row per rule, its task seeds in order
+        parts = done[i * len(args.seeds):(i + 1) * len(args.seeds)]
+        rows.append(parts[0] | {"per_seed": [p["per_seed"][0] for p in parts],
+                                "seconds": round(sum(p["seconds"] for p in parts), 1)})
     for row in rows:
         print(json.dumps(row), flush=True)
     for other in rows[1:]:
@@ -127,6 +174,9 @@ def main(argv: list[str]|None=None) -> None:
     base = RewardConfig(rent_weight=args.rent_weight)
     for w in args.contribution_weights:
         print(json.dumps({"contribution_weight": w, "discounted_return": ranking(rows, w, base)}), flush=True)
+    for other in rows[1:] if args.critics else ():
+        print(json.dumps({"critics_judge": f"{rows[0]['rule']} - {other['rule']}",
+                          **critics_judge(rows[0], other, args.critics)}), flush=True)
 
 
 if __name__ == "__main__":

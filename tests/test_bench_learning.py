@@ -375,6 +375,33 @@ def test_reward_terms_discounts_each_play_as_ppo_sees_it(monkeypatch):
     assert abs(rt.discounted_return(flat, 0.5) - 100 * flat["total"]) < 1e-3  # 0.5: the payment the play was paid
 
 
+def test_reward_terms_lets_critics_judge_the_first_move_where_two_plays_differ():
+    rt = _bench_module("reward_terms")
+    row = lambda moves, values, rewards: {"moves": moves, "values": [[v] for v in values], "rewards": rewards}
+    # both plays wait, then a germinates conv_small and b depthwise: the first state that differs is after step 1
+    a = {"per_seed": [row(["W", "G/conv_small", "W"], [0.5, 0.6, 0.70], [0.0, 0.1, 1.0])] * 2}
+    b = {"per_seed": [row(["W", "G/depthwise", "W"], [0.5, 0.6, 0.65], [0.0, 0.1, 0.9])] * 2}
+    judged = rt.critics_judge(a, b, ["c"], gamma=0.5)
+    close = lambda x, y: abs(x - y) < 1e-9
+    assert judged["state_after_step"] == [2, 2]
+    assert close(judged["return"]["mean"], 100 * 0.1) and close(judged["critics"]["c"]["mean"], 100 * 0.05)
+
+
+def test_reward_terms_stores_each_critics_value_of_every_state_played(tmp_path, monkeypatch):
+    from esper.simic.env import state_dim
+    from esper.simic.ppo import PPOAgent
+    rt = _bench_module("reward_terms")
+    real = rt.EpisodeConfig
+    monkeypatch.setattr(rt, "EpisodeConfig", lambda **kw: real(**{**kw, "max_epochs": 3, "max_batches": 2}))
+    path = tmp_path / "agent.pt"
+    PPOAgent(state_dim=state_dim(2), hidden_dim=8).save(path)
+    seed = rt.play("concurrent:conv_heavy+conv_small", [1000], 0.0, (str(path), str(path)))["per_seed"][0]
+    assert len(seed["values"]) == len(seed["moves"]) == len(seed["rewards"]) == 2  # decisions at epochs 1 and 2
+    assert all(len(v) == 2 and v[0] == v[1] for v in seed["values"])  # one value per critic, the same critic twice
+    assert seed["moves"][0].startswith("GERMINATE/conv_heavy")
+    assert abs(sum(seed["rewards"]) - seed["total"]) < 1e-4
+
+
 def test_reward_terms_refuses_a_single_rule_in_one_line(tmp_path, run_bench):
     p = run_bench("reward_terms.py", "--rules", "concurrent:conv_heavy+conv_small", cwd=tmp_path, timeout=120)
     line = "reward_terms.py: error: --rules needs two rules or more: the first is compared with each other"
