@@ -64,9 +64,9 @@ PRESETS = {
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,
              "rent_weight": 0.0,                                                   # which price them: no rent;
-             "contribution_weight": None, "unkept_weight": None,
-             "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions
-             "germinate_gae_lambda": None,                                         # germinations too
+             "contribution_weight": 0.1, "unkept_weight": None,                    # a light payment at fossilizing,
+             "lr": None, "gae_lambda": 0.8,                                        # advantages over ~5 decisions,
+             "germinate_gae_lambda": 1.0,                                          # germinations over the whole run
              "episodes_per_task_seed": 1, "group_baseline": False,
              "lr_end": 0.0, "lr_anneal_episodes": None,                            # PPO's rate: to 0 over the run
              "entropy_coef_start": 0.3,                                            # first plans sampled longer
@@ -89,8 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
     a = ap.add_argument
     a("--preset", choices=tuple(PRESETS), default="short",
       help="short: the `make run` setting (15 epochs x 30 batches, 320 episodes, 8 envs); "
-           "full: 30-epoch episodes on every batch within 2,500 parameters, PPO with GAE lambda 0.8, a learning "
-           "rate falling to 0 over the run and an entropy bonus from 0.3 (default: short)")
+           "full: 30-epoch episodes on every batch within 2,500 parameters, PPO with GAE lambda 0.8 (1 for "
+           "germinations), a learning rate falling to 0 over the run, an entropy bonus from 0.3 and a payment at "
+           "fossilization of 0.1 (default: short)")
     a("--episodes", type=positive_int, default=None, help="PPO training episodes per training seed (preset: 320)")
     a("--max-epochs", type=positive_int, default=None, help="epochs per episode, >= 2 (short: 15, full: 30)")
     a("--max-batches", type=nonneg_int, default=None,
@@ -117,8 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="PPO's reward: parameter rent per host-size of seed parameters (short: RewardConfig's, 0.05; full: 0, "
            "the budget prices parameters); given, the table says it")
     a("--contribution-weight", type=float, default=None,
-      help="PPO's reward: weight of the counterfactual contribution paid at fossilization (preset: RewardConfig's, "
-           "0.5); given, the table says it")
+      help="PPO's reward: weight of the counterfactual contribution paid at fossilization (short: RewardConfig's, "
+           "0.5; full: 0.1); given, the table says it")
     a("--unkept-weight", type=float, default=None,
       help="PPO's reward: weight of the contributions of seeds still live, not fossilized, when a run ends, charged "
            "in its terminal term (preset: RewardConfig's, 0); given, the table says it")
@@ -131,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--germinate-gae-lambda", type=float, default=None,
       help="PPO's GAE lambda in [0, 1] for the steps that germinate a seed, for tuning runs: 1 judges a "
            "germination by the rest of its run's return rather than by the critic's values a few steps on "
-           "(preset: --gae-lambda's); given, the table says it")
+           "(short: --gae-lambda's; full: 1); given, the table says it")
     a("--lr-end", type=float, default=None,
       help="PPO training: the learning rate at the end of a linear ramp from --lr, in [0, 1] (short: none, a "
            "fixed rate; full: 0); given, the table says it")

@@ -177,12 +177,14 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     full, short = resolve("--preset", "full"), resolve("--preset", "short")
     ent = {"entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0}
     hot = ent | {"entropy_coef_start": 0.3}  # the full preset's bonus starts six times higher
-    assert full.ppo_settings == {"gae_lambda": 0.8, "lr_end": 0.0, "lr_anneal_episodes": 320} | hot
+    assert full.ppo_settings == {"gae_lambda": 0.8, "germinate_gae_lambda": 1.0, "lr_end": 0.0,
+                                 "lr_anneal_episodes": 320} | hot
     assert full.overrides == {}
     assert short.ppo_settings == ent and short.overrides == {}  # otherwise TrainingConfig's defaults
     assert resolve("--preset", "full", "--gae-lambda", "0.8").overrides == {}  # the preset's own value
     assert resolve("--preset", "full", "--gae-lambda", "0.95").overrides == {"gae_lambda": 0.95}
-    germ = resolve("--preset", "full", "--germinate-gae-lambda", "1")
+    assert resolve("--preset", "full", "--germinate-gae-lambda", "1").overrides == {}  # the preset's own value
+    germ = resolve("--preset", "short", "--germinate-gae-lambda", "1")
     assert germ.overrides == {"germinate_gae_lambda": 1.0} and germ.ppo_settings["germinate_gae_lambda"] == 1.0
     assert resolve("--preset", "short", "--lr", "0.001").overrides == {"lr": 0.001}
     same = resolve("--preset", "full", "--lr-end", "0", "--lr-anneal-episodes", "320")
@@ -190,7 +192,8 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     longer = resolve("--preset", "full", "--episodes", "640")  # the preset's ramp spans the run, however long
     assert longer.overrides == {"episodes": 640} and longer.ppo_settings["lr_anneal_episodes"] == 640
     fixed = resolve("--preset", "full", "--lr-anneal-episodes", "0")
-    assert fixed.overrides == {"lr_anneal_episodes": 0} and fixed.ppo_settings == {"gae_lambda": 0.8} | hot
+    assert fixed.overrides == {"lr_anneal_episodes": 0}
+    assert fixed.ppo_settings == {"gae_lambda": 0.8, "germinate_gae_lambda": 1.0} | hot
     ramp = resolve("--preset", "short", "--lr-end", "0.0001")
     assert ramp.overrides == {"lr_end": 0.0001}  # a ramp's end alone: the ramp spans the run
     assert ramp.ppo_settings == {"lr_end": 0.0001, "lr_anneal_episodes": 320} | ent
@@ -230,7 +233,7 @@ def test_reward_weights_are_the_presets_unless_a_flag_sets_one(tmp_path):
                                              "unkept_weight": args.unkept_weight})
     assert weights(resolve("--preset", "short")) is None  # RewardConfig's defaults
     full = weights(resolve("--preset", "full"))
-    assert (full.rent_weight, full.contribution_weight) == (0.0, bl.RewardConfig().contribution_weight)
+    assert (full.rent_weight, full.contribution_weight) == (0.0, 0.1)  # a fifth of RewardConfig's payment
     set_both = weights(resolve("--preset", "short", "--contribution-weight", "0", "--rent-weight", "0.1"))
     assert (set_both.rent_weight, set_both.contribution_weight) == (0.1, 0.0)
     kept = weights(resolve("--preset", "full", "--contribution-weight", "0", "--unkept-weight", "1"))
