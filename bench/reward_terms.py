@@ -15,10 +15,11 @@ rule, its mean, standard deviation and their ratio (how many standard deviations
 
 With `--critics`, trained policies' critics watch the plays: at every decision each critic's value of the state
 (what it expects the rest of the run to pay, discounted) is stored beside the reward of that epoch. Then, for the first
-rule against each other rule, at the first state where their moves have differed, the paired difference of each
-critic's value and of the discounted return actually paid from there on: a critic that has learned what the
-differing move is worth shows the same mean difference as the returns. A germination's advantage with GAE lambda
-below 1 is mostly that value difference.
+rule against each other rule, at the first move where the two plays differ, the paired difference of the advantage
+that GAE (lambda `--judge-lambda`, the full preset's 0.8) gives that move with each critic's values, and of the
+discounted return the runs actually paid from it: an advantage that has learned what the differing move is worth
+shows the same mean difference as the returns. `--from FILE` judges the plays of an earlier output again, without
+playing them.
 
     OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2
     OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2 --critics RUN/seed0/agent.pt RUN/seed1/agent.pt
@@ -48,12 +49,13 @@ UNIT = RewardConfig(accuracy_weight=1.0, contribution_weight=1.0, rent_weight=1.
                     unkept_weight=1.0)
 
 
-def play(rule: str, seeds: list[int], rent_weight: float, critics: tuple[str, ...] = ()) -> dict:
+def play(rule: str, seeds: list[int], rent_weight: float, critics: tuple[str, ...] = (),
+         contribution_weight: float = RewardConfig().contribution_weight) -> dict:
     "Play `rule` on every seed, summing each reward term over the run (and the critics' values); a worker's job."
     torch.set_num_threads(1)
     agents = [load_ppo_controller(path).agent for path in critics]
     config = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500)
-    reward = RewardConfig(rent_weight=rent_weight)
+    reward = RewardConfig(rent_weight=rent_weight, contribution_weight=contribution_weight)
     t0, per_seed = time.perf_counter(), []
     for s in seeds:
         controller = ScheduleTamiyo.from_name(rule)
@@ -83,20 +85,37 @@ def play(rule: str, seeds: list[int], rent_weight: float, critics: tuple[str, ..
             "per_seed": per_seed, "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def critics_judge(a: dict, b: dict, critics: list[str], gamma: float = DEFAULT_GAMMA) -> dict:
-    "Per critic, a - b at the first state where the plays' moves differed: its values' and the returns' differences."
+def lambda_return(rewards: list[float], values: list[float], t: int, gamma: float, lam: float) -> float:
+    "The lambda-return of step t of one finished play: GAE's advantage of that step plus the critic's value of it."
+    g = 0.0
+    for k in reversed(range(t, len(rewards))):
+        last = k + 1 == len(rewards)  # the run ends after this step: nothing to bootstrap from
+        if last:
+            g = rewards[k]
+        else:  # lambda 1 needs no values
+            g = rewards[k] + gamma * (((1 - lam) * values[k + 1] if lam < 1 else 0.0) + lam * g)
+    return g
+
+
+def critics_judge(a: dict, b: dict, critics: list[str], gamma: float = DEFAULT_GAMMA, lam: float = 0.8) -> dict:
+    """Per critic, a - b for the first move where the plays differ: the advantage GAE(`lam`) gives it with that
+    critic's values, against the return the runs actually paid from it (lambda 1). Both plays reach that move in one
+    state, so the critic's value of it cancels and the difference of advantages is that of the lambda-returns."""
     diffs = {c: [] for c in critics}
     returns, steps = [], []
     for x, y in zip(a["per_seed"], b["per_seed"]):
-        t = 1 + next(i for i, (m, n) in enumerate(zip(x["moves"], y["moves"])) if m != n)
-        to_go = lambda row: sum(r * gamma**k for k, r in enumerate(row["rewards"][t:]))
-        returns.append(100 * (to_go(x) - to_go(y)))  # in hundredths, as the returns elsewhere here
+        t = next(i for i, (m, n) in enumerate(zip(x["moves"], y["moves"])) if m != n)
+        returns.append(100 * (lambda_return(x["rewards"], [], t, gamma, 1.0)
+                              - lambda_return(y["rewards"], [], t, gamma, 1.0)))  # in hundredths, as elsewhere here
         steps.append(t)
         for i, c in enumerate(critics):
-            diffs[c].append(100 * (x["values"][t][i] - y["values"][t][i]))
+            values = lambda row: [v[i] for v in row["values"]]
+            diffs[c].append(100 * (lambda_return(x["rewards"], values(x), t, gamma, lam)
+                                   - lambda_return(y["rewards"], values(y), t, gamma, lam)))
     stats = lambda d: {"mean": round(statistics.fmean(d), 3), "std": round(statistics.stdev(d), 3),
                        "per_seed": [round(v, 3) for v in d]}
-    return {"state_after_step": steps, "return": stats(returns), "critics": {c: stats(d) for c, d in diffs.items()}}
+    return {"differing_step": steps, "gae_lambda": lam, "return": stats(returns),
+            "advantages": {c: stats(d) for c, d in diffs.items()}}
 
 
 def paired(a: dict, b: dict) -> dict:
@@ -135,17 +154,26 @@ def main(argv: list[str]|None=None) -> None:
     ap.add_argument("--seeds", type=nonneg_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
                     help="task seeds, two or more (default: 1000-1004, never the held-out 2000-2004)")
     ap.add_argument("--rent-weight", type=float, default=0.0, help="the rent's weight (default: 0, the full preset's)")
+    ap.add_argument("--contribution-weight", type=float, default=RewardConfig().contribution_weight,
+                    help="the payment's weight in the reward the plays are paid, and the critics judged, by "
+                         f"(default: RewardConfig's, {RewardConfig().contribution_weight:g}; the full preset's is 0.1)")
     ap.add_argument("--contribution-weights", type=float, nargs="+", default=[], metavar="W",
                     help="also price the plays under these weights of the contribution payment, discounted as PPO "
                          "sees them (default: none)")
     ap.add_argument("--critics", nargs="+", default=[], metavar="AGENT",
                     help="trained policies (agent.pt) whose critics value every state of the plays (default: none)")
+    ap.add_argument("--judge-lambda", type=float, default=0.8,
+                    help="GAE lambda of the critics' advantages in the judgement (default: 0.8, the full preset's)")
+    ap.add_argument("--from", dest="replay", default=None, metavar="FILE",
+                    help="judge and price the plays of an earlier output (its rule lines) instead of playing")
     ap.add_argument("--workers", type=positive_int, default=1,
                     help="worker processes, one rule and task seed per job (default: 1)")
     args = ap.parse_args(argv)
     if len(args.rules) < 2: ap.error("--rules needs two rules or more: the first is compared with each other")
     if len(set(args.seeds)) < 2: ap.error("--seeds needs two task seeds or more: the paired differences vary over them")
     if not args.rent_weight >= 0: ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
+    if not args.contribution_weight >= 0:
+        ap.error(f"--contribution-weight must be >= 0 (got {args.contribution_weight})")
     bad = [w for w in args.contribution_weights if not w >= 0]
     if bad: ap.error(f"--contribution-weights must be >= 0 (got {bad[0]})")
     for rule in args.rules:
@@ -153,6 +181,17 @@ def main(argv: list[str]|None=None) -> None:
             ScheduleTamiyo.from_name(rule)
         except ValueError as e:
             ap.error(f"--rules: {e}")
+    if not 0 <= args.judge_lambda <= 1: ap.error(f"--judge-lambda must be in [0, 1] (got {args.judge_lambda})")
+    if args.replay is not None:
+        try:
+            rows = [r for r in map(json.loads, open(args.replay).read().splitlines()) if "per_seed" in r]
+        except (OSError, ValueError) as e:
+            ap.error(f"--from: cannot read {args.replay}: {e}")
+        if len(rows) < 2: ap.error(f"--from: {args.replay} holds {len(rows)} rule lines; two or more are needed")
+        first = rows[0]["per_seed"][0].get("values") or [[]]  # an output of plays without critics has no values
+        critics = rows[0].get("critics") or [f"critic {k}" for k in range(len(first[0]))]
+        report(rows, args, critics)
+        return
     for path in args.critics:
         try:
             load_ppo_controller(path)
@@ -161,22 +200,28 @@ def main(argv: list[str]|None=None) -> None:
     jobs = [(rule, seed) for rule in args.rules for seed in args.seeds]
     with stops_in_one_line("reward_terms.py"), stoppable_pool(args.workers) as pool:
         done = list(pool.map(play, [r for r, _ in jobs], [[s] for _, s in jobs], [args.rent_weight] * len(jobs),
-                             [tuple(args.critics)] * len(jobs)))
+                             [tuple(args.critics)] * len(jobs), [args.contribution_weight] * len(jobs)))
     rows = []
     for i, rule in enumerate(args.rules):  # one row per rule, its task seeds in order
         parts = done[i * len(args.seeds):(i + 1) * len(args.seeds)]
         rows.append(parts[0] | {"per_seed": [p["per_seed"][0] for p in parts],
-                                "seconds": round(sum(p["seconds"] for p in parts), 1)})
+                                "seconds": round(sum(p["seconds"] for p in parts), 1)}
+                    | ({"critics": list(args.critics)} if args.critics else {}))
+    report(rows, args, args.critics)
+
+
+def report(rows: list[dict], args, critics: list[str]) -> None:
+    "Print the rule lines, their paired differences, the pricing under other payments and the critics' judgement."
     for row in rows:
         print(json.dumps(row), flush=True)
     for other in rows[1:]:
         print(json.dumps({"paired": f"{rows[0]['rule']} - {other['rule']}", **paired(rows[0], other)}), flush=True)
-    base = RewardConfig(rent_weight=args.rent_weight)
+    base = RewardConfig(rent_weight=args.rent_weight)  # the priced weights replace the payment's
     for w in args.contribution_weights:
         print(json.dumps({"contribution_weight": w, "discounted_return": ranking(rows, w, base)}), flush=True)
-    for other in rows[1:] if args.critics else ():
+    for other in rows[1:] if critics else ():
         print(json.dumps({"critics_judge": f"{rows[0]['rule']} - {other['rule']}",
-                          **critics_judge(rows[0], other, args.critics)}), flush=True)
+                          **critics_judge(rows[0], other, critics, lam=args.judge_lambda)}), flush=True)
 
 
 if __name__ == "__main__":

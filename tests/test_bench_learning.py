@@ -381,13 +381,18 @@ def test_reward_terms_discounts_each_play_as_ppo_sees_it(monkeypatch):
 def test_reward_terms_lets_critics_judge_the_first_move_where_two_plays_differ():
     rt = _bench_module("reward_terms")
     row = lambda moves, values, rewards: {"moves": moves, "values": [[v] for v in values], "rewards": rewards}
-    # both plays wait, then a germinates conv_small and b depthwise: the first state that differs is after step 1
+    # both plays wait, then a germinates conv_small and b depthwise (step 1); the last step's reward ends each run
     a = {"per_seed": [row(["W", "G/conv_small", "W"], [0.5, 0.6, 0.70], [0.0, 0.1, 1.0])] * 2}
     b = {"per_seed": [row(["W", "G/depthwise", "W"], [0.5, 0.6, 0.65], [0.0, 0.1, 0.9])] * 2}
-    judged = rt.critics_judge(a, b, ["c"], gamma=0.5)
     close = lambda x, y: abs(x - y) < 1e-9
-    assert judged["state_after_step"] == [2, 2]
-    assert close(judged["return"]["mean"], 100 * 0.1) and close(judged["critics"]["c"]["mean"], 100 * 0.05)
+    judged = rt.critics_judge(a, b, ["c"], gamma=0.5, lam=0.8)
+    assert judged["differing_step"] == [1, 1]
+    assert close(judged["return"]["mean"], 100 * 0.5 * (1.0 - 0.9))  # the runs' own returns from step 1
+    # GAE(0.8): 0.1 + 0.5 * (0.2 * V(s2) + 0.8 * r2) for each, so 0.5 * (0.2 * 0.05 + 0.8 * 0.1) apart
+    assert close(judged["advantages"]["c"]["mean"], 100 * 0.5 * (0.2 * 0.05 + 0.8 * 0.1))
+    one_step = rt.critics_judge(a, b, ["c"], gamma=0.5, lam=0.0)  # the critic's value of the next state alone
+    assert close(one_step["advantages"]["c"]["mean"], 100 * 0.5 * 0.05)
+    assert close(rt.lambda_return([0.1, 1.0], [], 0, 0.5, 1.0), 0.6)  # lambda 1 reads no values
 
 
 def test_reward_terms_stores_each_critics_value_of_every_state_played(tmp_path, monkeypatch):
@@ -403,6 +408,9 @@ def test_reward_terms_stores_each_critics_value_of_every_state_played(tmp_path, 
     assert all(len(v) == 2 and v[0] == v[1] for v in seed["values"])  # one value per critic, the same critic twice
     assert seed["moves"][0].startswith("GERMINATE/conv_heavy")
     assert abs(sum(seed["rewards"]) - seed["total"]) < 1e-4
+    light = rt.play("concurrent:conv_heavy+conv_small", [1000], 0.0, (), contribution_weight=0.1)
+    assert light["reward"]["contribution_weight"] == 0.1
+    assert abs(light["per_seed"][0]["contribution"] - seed["contribution"] / 5) < 1e-4  # the same play, paid a fifth
 
 
 def test_reward_terms_refuses_a_single_rule_in_one_line(tmp_path, run_bench):
