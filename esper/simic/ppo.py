@@ -14,7 +14,7 @@ import torch
 from fastcore.basics import patch
 from torch import nn
 
-from ..leyline import N_FLAT_ACTIONS, FlatAction, LifecycleOp
+from ..leyline import N_FLAT_ACTIONS, LifecycleOp, flat_to_op
 from .annealing import EntropySchedule, linear_anneal
 from .anomaly_detector import AnomalyDetector
 from .buffer import MultiEnvRolloutBuffer
@@ -76,6 +76,7 @@ class PPOAgent:
         self.action_dim = action_dim if isinstance(action_dim, int) else dict(self.head_sizes)
         self.factored = FLAT_HEAD not in self.head_sizes
         self.mask_shapes = mask_shapes_of(self.head_sizes)  # per head, plus `op|slot` when factored
+        _check_germinate_lambda(config, self.head_sizes, self.action_dim)
         self._config = config
         self.device = resolve_device(device)
         if config.recurrent:
@@ -98,6 +99,19 @@ class PPOAgent:
         self.train_steps = 0
         self._hidden, self._hidden_in, self._last_acted = {}, {}, {}
 
+
+def _check_germinate_lambda(config: TrainingConfig, head_sizes: dict[str, int], action_dim) -> None:
+    "Refuse `germinate_gae_lambda` unless the actions are Tamiyo's, in which germinations can be found."
+    if config.germinate_gae_lambda is None:
+        return
+    if FLAT_HEAD not in head_sizes and "op" not in head_sizes:
+        raise ValueError(f"germinate_gae_lambda needs an `op` head to find germinations (heads: {tuple(head_sizes)})")
+    if FLAT_HEAD in head_sizes and action_dim != N_FLAT_ACTIONS:
+        raise ValueError(
+            f"germinate_gae_lambda needs Tamiyo's flat actions ({N_FLAT_ACTIONS}) to find germinations "
+            f"(this agent has {action_dim})"
+        )
+
 # %% ../../nbs/simic/08_ppo.ipynb #15924624
 @patch(as_prop=True)
 def config(self: PPOAgent) -> TrainingConfig:
@@ -115,6 +129,7 @@ def config(self: PPOAgent, config: TrainingConfig) -> None:
             raise ValueError(f"config.{name} is fixed by the network: {old!r} cannot become {new!r}")
     if self.anomaly_detector == AnomalyDetector(**self._config.to_anomaly_kwargs()):  # it follows the config
         self.anomaly_detector = AnomalyDetector(**config.to_anomaly_kwargs())
+    _check_germinate_lambda(config, self.head_sizes, self.action_dim)
     kernels_change = config.fast_update != self._config.fast_update
     self._config = replace(config)  # a validated copy
     if kernels_change:
@@ -227,21 +242,10 @@ def _policy_advantages(self: PPOAgent, advantages: torch.Tensor) -> torch.Tensor
 # %% ../../nbs/simic/08_ppo.ipynb #a760547b
 @patch
 def _germinations(self: PPOAgent) -> torch.Tensor:
-    "Which stored steps germinate a seed (bool `[N]`, in the buffer's env order)."
-    if self.factored:
-        if "op" not in self.head_sizes:
-            raise ValueError(
-                f"germinate_gae_lambda needs an `op` head to find germinations (heads: {tuple(self.head_sizes)})"
-            )
-        ops = [a["op"] for b in self.buffer.envs.values() for a in b.actions]
-        return torch.tensor([op == LifecycleOp.GERMINATE for op in ops], dtype=torch.bool)
-    if self.action_dim != N_FLAT_ACTIONS:
-        raise ValueError(
-            f"germinate_gae_lambda needs Tamiyo's flat actions ({N_FLAT_ACTIONS}) to find germinations "
-            f"(this agent has {self.action_dim})"
-        )
-    acts = [a[FLAT_HEAD] for b in self.buffer.envs.values() for a in b.actions]
-    return torch.tensor([FlatAction.GERMINATE_NORM <= a <= FlatAction.GERMINATE_ATTENTION for a in acts])
+    "Which stored steps germinate a seed (bool `[N]`, in the buffer's env order; the agent's actions are Tamiyo's)."
+    actions = [a for b in self.buffer.envs.values() for a in b.actions]
+    ops = [a["op"] if self.factored else flat_to_op(a[FLAT_HEAD])[0] for a in actions]
+    return torch.tensor([op == LifecycleOp.GERMINATE for op in ops], dtype=torch.bool)
 
 
 @patch
