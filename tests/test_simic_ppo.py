@@ -645,7 +645,7 @@ def test_skipped_step_is_logged(caplog):
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=4, hidden_dim=16, device="cpu")
     _store_bad(agent, "nan_reward", n=4)
-    with caplog.at_level("WARNING", logger="esper.simic.ppo"):
+    with caplog.at_level("WARNING", logger="esper.simic.ppo_update"):
         agent.update()
     assert "skipped 1 of 1 optimizer steps on a non-finite loss or gradient" in caplog.text
     assert "1 samples have a non-finite advantage or return" in caplog.text

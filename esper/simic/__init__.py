@@ -29,6 +29,7 @@ from .normalizers import RunningMeanStd, RewardNormalizer
 from .anomaly_detector import AnomalyDetector, AnomalyReport
 from .config import TrainingConfig
 from .ppo import PPOAgent
+from . import ppo_update  # noqa: F401 (attaches storing, the update and saving to PPOAgent)
 from .ppo_loss import ppo_loss
 from .recurrent import update_recurrent
 from .checkpoint import save_agent, load_agent
