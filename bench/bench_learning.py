@@ -72,6 +72,9 @@ PRESETS = {
              "entropy_coef_start": 0.3,                                            # first plans sampled longer
              "blueprint_entropy_coef": 0.0, "critic_warmup_episodes": 0},
 }
+#: Held-out task seeds of each preset's final evaluation (--eval-seeds): nothing trains, tunes or draws curves on them.
+EVAL_SEEDS = {"short": [2000, 2001, 2002, 2003, 2004],
+              "full": [2000, 2001, 2002, 2003, 2004, *range(3000, 3010)]}
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
                      "concurrent:conv_heavy,depthwise", "concurrent:conv_heavy,conv_small")
@@ -100,9 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--train-seeds", type=nonneg_int, nargs="+", default=[0, 1, 2, 3, 4],
       help="PPO run seeds, one policy each; run k trains on task seeds k .. k + episodes / G - 1, G the "
            "--episodes-per-task-seed (default: 0 1 2 3 4)")
-    a("--eval-seeds", type=nonneg_int, nargs="+", default=[2000, 2001, 2002, 2003, 2004],
-      help="held-out task seeds of the final evaluation (default: 2000-2004). Not 1000-1002: those are the "
-           "tuning seeds (bench/learning_ablations.py), so results on them are not held out")
+    a("--eval-seeds", type=nonneg_int, nargs="+", default=None,
+      help="held-out task seeds of the final evaluation (short: 2000-2004; full: those and 3000-3009, since five "
+           "seeds priced a second blueprint at a tenth of its cost on fifteen). Not 1000-1009: those are the tuning "
+           "seeds, so results on them are not held out")
     a("--curve-seeds", type=nonneg_int, nargs="+", default=[1000, 1001],
       help="task seeds of the learning-curve evaluations during training (default: 1000 1001)")
     a("--eval-every", type=positive_int, default=16,
@@ -221,6 +225,7 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         ap.error("--group-baseline compares episodes on one task seed: it needs --episodes-per-task-seed >= 2")
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 for PPO (got {args.max_epochs})")
     args.out = Path(args.out or f"runs/bench_learning/{args.preset}")
+    if args.eval_seeds is None: args.eval_seeds = list(EVAL_SEEDS[args.preset])
     for flag in ("train_seeds", "eval_seeds", "curve_seeds", "schedules"):
         values = getattr(args, flag)
         repeated = sorted({v for v in values if values.count(v) > 1})

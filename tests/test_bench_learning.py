@@ -244,6 +244,15 @@ def test_reward_weights_are_the_presets_unless_a_flag_sets_one(tmp_path):
             resolve("--preset", "full", *bad)
 
 
+def test_each_preset_has_its_held_out_seeds_unless_a_flag_names_them(tmp_path):
+    bl = _bench_module("bench_learning")
+    resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
+    assert resolve("--preset", "short").eval_seeds == [2000, 2001, 2002, 2003, 2004]
+    full = resolve("--preset", "full")
+    assert full.eval_seeds == [2000, 2001, 2002, 2003, 2004, *range(3000, 3010)] and full.overrides == {}
+    assert resolve("--preset", "full", "--eval-seeds", "2000", "2001").eval_seeds == [2000, 2001]
+
+
 def test_episodes_that_share_task_seeds_are_checked_and_held_out(tmp_path, capsys):
     bl = _bench_module("bench_learning")
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
