@@ -129,10 +129,18 @@ def test_the_rule_target_shows_the_decimals_that_decide_it():
         "heuristic": row("heuristic", 87.6), "concurrent:conv_heavy+conv_small": row("concurrent:conv_heavy+conv_small",
         90.42), "ppo": row("ppo", acc)}, [seed]) if "best fixed rule" in t["target"])
     close = rule(90.416)  # 24 of 25 episodes equal to the rule's, one 0.1 below: 90.4 against 90.4 would read as a pass
-    assert not close["pass"] and close["value"] == "90.416" and "conv_small 90.420)" in close["target"], close
+    assert not close["pass"] and close["value"].startswith("90.416 (") and "conv_small 90.420)" in close["target"]
     same, above = rule(90.42), rule(91.0)
-    assert same["pass"] and same["value"] == "90.4" and "conv_small 90.4)" in same["target"], same  # equal: as usual
-    assert above["pass"] and above["value"] == "91.0" and "conv_small 90.4)" in above["target"], above
+    assert same["pass"] and same["value"].startswith("90.4 (") and "conv_small 90.4)" in same["target"]  # as usual
+    assert above["pass"] and above["value"].startswith("91.0 (") and "conv_small 90.4)" in above["target"], above
+
+
+def test_the_rule_target_pairs_each_policy_with_the_rule_on_the_same_seeds():
+    bl = _bench_module("bench_learning")
+    rule = {"controller": "concurrent:conv_heavy+conv_small", "final_accuracy": 90.07}
+    seeds = [{"final_accuracy": a} for a in (89.98, 90.07, 90.07, 90.07, 90.07)]
+    assert bl._paired(seeds, rule) == " (policy - rule, paired: -0.09, +0.00, +0.00, +0.00, +0.00; -0.02 ± 0.05)"
+    assert bl._paired(seeds[:1], rule) == " (policy - rule, paired: -0.09)"  # one policy: no interval
 
 
 def test_a_collapsed_head_fails_only_a_policy_that_ends_below_the_best_rule():
