@@ -89,17 +89,7 @@ def store_transition(
 ):
     "Store one step of env `env_id`; an episode end resets that env's recurrent hidden state."
     tr = self._transition(
-        state=state,
-        action=action,
-        log_prob=log_prob,
-        value=value,
-        reward=reward,
-        done=done,
-        action_mask=action_mask,
-        truncated=truncated,
-        bootstrap_value=bootstrap_value,
-        final_state=final_state,
-        env_id=env_id,
+        state, action, log_prob, value, reward, done, action_mask, truncated, bootstrap_value, final_state, env_id
     )
     self.buffer.add(env_id, hidden=self._hidden_in.get(env_id), **tr)
     if self.recurrent and (done or truncated):
@@ -125,17 +115,7 @@ def store_recurrent_transition(
     if not self.recurrent:
         raise ValueError("store_recurrent_transition needs PPOAgent(recurrent=True)")
     self.store_transition(
-        state=state,
-        action=action,
-        log_prob=log_prob,
-        value=value,
-        reward=reward,
-        done=done,
-        action_mask=action_mask,
-        truncated=truncated,
-        bootstrap_value=bootstrap_value,
-        final_state=final_state,
-        env_id=env_id,
+        state, action, log_prob, value, reward, done, action_mask, truncated, bootstrap_value, final_state, env_id
     )
 
 # %% ../../nbs/simic/08b_ppo_update.ipynb #1a17b719
