@@ -1,8 +1,9 @@
 """What PPO is paid for two close plans: fixed rules' returns term by term, and how they differ task seed by task seed.
 
-Each rule plays whole runs of the learning benchmark's `full` preset (30 epochs on every batch, cosine learning
-rates, the 2,500-parameter budget) on tuning task seeds, and every epoch is paid as the PPO trainer pays it
-(`step_reward` under the preset's reward weights: no rent). The JSON line of each rule gives, per task seed, its
+Each rule plays runs of one of the learning benchmark's presets (`--preset`: `full`, the default, plays whole runs,
+30 epochs on every batch, cosine learning rates, the 2,500-parameter budget; `short` plays the `make run` episodes)
+on tuning task seeds, and every epoch is paid as the PPO trainer pays it (`step_reward` under the preset's reward
+weights: the full preset has no rent, the short one RewardConfig's). The JSON line of each rule gives, per task seed, its
 final accuracy and the undiscounted sum of each reward term. Then, for the first rule against each other rule,
 the paired difference per term: its mean over the task seeds (what a policy could learn) and its standard
 deviation (the noise that learning must see through).
@@ -23,6 +24,8 @@ playing them.
 
     OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2
     OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2 --critics RUN/seed0/agent.pt RUN/seed1/agent.pt
+    OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2 --preset short \
+        --rules concurrent:conv_heavy+conv_heavy concurrent:conv_heavy+depthwise
 
 The "Why Tamiyo learns" chapter quotes the default run (about 2 minutes on two cores).
 """
@@ -30,7 +33,13 @@ import json
 import statistics
 import time
 
+import sys
+from pathlib import Path
+
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_learning as bl  # (the presets' episode and reward settings)
 
 from esper.cli import OneLineParser, nonneg_int, positive_int
 from esper.leyline import DEFAULT_GAMMA
@@ -45,16 +54,27 @@ DEFAULT_RULES = ("concurrent:conv_heavy+conv_small", "concurrent:conv_heavy+dept
 TERMS = ("accuracy", "contribution", "rent", "terminal", "total")
 #: The discounted parts at unit weight: the terminal term's accuracy and its unkept charge apart.
 PARTS = ("accuracy", "contribution", "rent", "terminal", "unkept")
+EPISODE_KEYS = ("max_epochs", "max_batches", "lr_schedule", "param_budget")  # a preset's episode, as EpisodeConfig's
+
+
+def preset_settings(preset: str) -> tuple[dict, float]:
+    "The episode settings a learning-benchmark preset plays (EpisodeConfig's keywords) and the rent weight it pays."
+    settings = bl.PRESETS[preset]
+    rent = RewardConfig().rent_weight if settings["rent_weight"] is None else settings["rent_weight"]
+    return {k: settings[k] for k in EPISODE_KEYS}, rent
+
+
+FULL_EPISODE = preset_settings("full")[0]
 UNIT = RewardConfig(accuracy_weight=1.0, contribution_weight=1.0, rent_weight=1.0, terminal_weight=1.0,
                     unkept_weight=1.0)
 
 
 def play(rule: str, seeds: list[int], rent_weight: float, critics: tuple[str, ...] = (),
-         contribution_weight: float = RewardConfig().contribution_weight) -> dict:
+         contribution_weight: float = RewardConfig().contribution_weight, episode: dict | None = None) -> dict:
     "Play `rule` on every seed, summing each reward term over the run (and the critics' values); a worker's job."
     torch.set_num_threads(1)
     agents = [load_ppo_controller(path).agent for path in critics]
-    config = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500)
+    config = EpisodeConfig(**(episode or FULL_EPISODE))
     reward = RewardConfig(rent_weight=rent_weight, contribution_weight=contribution_weight)
     t0, per_seed = time.perf_counter(), []
     for s in seeds:
@@ -153,7 +173,11 @@ def main(argv: list[str]|None=None) -> None:
                     help=f"fixed rules' names, two or more (default: {' '.join(DEFAULT_RULES)})")
     ap.add_argument("--seeds", type=nonneg_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
                     help="task seeds, two or more (default: 1000-1004, never the held-out 2000-2004)")
-    ap.add_argument("--rent-weight", type=float, default=0.0, help="the rent's weight (default: 0, the full preset's)")
+    ap.add_argument("--preset", choices=tuple(bl.PRESETS), default="full",
+                    help="whose episodes the rules play and whose rent they pay (default: full)")
+    ap.add_argument("--rent-weight", type=float, default=None,
+                    help=f"the rent's weight (default: the preset's: full 0, short RewardConfig's "
+                         f"{RewardConfig().rent_weight:g})")
     ap.add_argument("--contribution-weight", type=float, default=RewardConfig().contribution_weight,
                     help="the payment's weight in the reward the plays are paid, and the critics judged, by "
                          f"(default: RewardConfig's, {RewardConfig().contribution_weight:g}; the full preset's is 0.1)")
@@ -171,6 +195,9 @@ def main(argv: list[str]|None=None) -> None:
     args = ap.parse_args(argv)
     if len(args.rules) < 2: ap.error("--rules needs two rules or more: the first is compared with each other")
     if len(set(args.seeds)) < 2: ap.error("--seeds needs two task seeds or more: the paired differences vary over them")
+    episode, preset_rent = preset_settings(args.preset)
+    if args.rent_weight is None:
+        args.rent_weight = preset_rent
     if not args.rent_weight >= 0: ap.error(f"--rent-weight must be >= 0 (got {args.rent_weight})")
     if not args.contribution_weight >= 0:
         ap.error(f"--contribution-weight must be >= 0 (got {args.contribution_weight})")
@@ -200,7 +227,8 @@ def main(argv: list[str]|None=None) -> None:
     jobs = [(rule, seed) for rule in args.rules for seed in args.seeds]
     with stops_in_one_line("reward_terms.py"), stoppable_pool(args.workers) as pool:
         done = list(pool.map(play, [r for r, _ in jobs], [[s] for _, s in jobs], [args.rent_weight] * len(jobs),
-                             [tuple(args.critics)] * len(jobs), [args.contribution_weight] * len(jobs)))
+                             [tuple(args.critics)] * len(jobs), [args.contribution_weight] * len(jobs),
+                             [episode] * len(jobs)))
     rows = []
     for i, rule in enumerate(args.rules):  # one row per rule, its task seeds in order
         parts = done[i * len(args.seeds):(i + 1) * len(args.seeds)]

@@ -395,6 +395,19 @@ def test_reward_terms_discounts_each_play_as_ppo_sees_it(monkeypatch):
     assert abs(rt.discounted_return(flat, 0.5) - 100 * flat["total"]) < 1e-3  # 0.5: the payment the play was paid
 
 
+def test_reward_terms_plays_each_presets_episodes_and_rent():
+    rt = _bench_module("reward_terms")
+    full, full_rent = rt.preset_settings("full")
+    short, short_rent = rt.preset_settings("short")
+    assert full == {"max_epochs": 30, "max_batches": None, "lr_schedule": "cosine", "param_budget": 2500}
+    assert full_rent == 0.0 and full == rt.FULL_EPISODE  # the default play is the full preset's
+    assert short == {"max_epochs": 15, "max_batches": 30, "lr_schedule": "constant", "param_budget": None}
+    assert short_rent == rt.RewardConfig().rent_weight > 0  # the short preset pays RewardConfig's rent
+    tiny = {**short, "max_epochs": 3, "max_batches": 2}
+    played = rt.play("concurrent:conv_heavy+conv_heavy", [1000], short_rent, episode=tiny)
+    assert played["per_seed"][0]["rent"] < 0 and played["reward"]["rent_weight"] == short_rent
+
+
 def test_reward_terms_lets_critics_judge_the_first_move_where_two_plays_differ():
     rt = _bench_module("reward_terms")
     row = lambda moves, values, rewards: {"moves": moves, "values": [[v] for v in values], "rewards": rewards}
