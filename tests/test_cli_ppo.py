@@ -188,3 +188,36 @@ def test_critic_warmup_trains_the_critic_alone_first_and_counts_in_updates(tmp_p
                  "--critic-warmup-episodes", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--critic-warmup-episodes 3 must be a multiple of the episodes per update (2" in err[0]
+
+
+def test_gae_lambdas_and_reward_weights_reach_the_run(tmp_path, capsys):
+    from esper.simic.rewards import RewardConfig
+    save = tmp_path / "agent.pt"
+    tiny = ["ppo", "--vectorized", "--n-envs", "2", "--max-epochs", "2", "--max-batches", "1", "--no-progress",
+            "--save", str(save)]
+    whole_run = ["--gae-lambda", "0.8", "--germinate-gae-lambda", "1", "--contribution-weight", "0.1",
+                 "--rent-weight", "0"]
+    rc = main([*tiny, "--n-episodes", "2", *whole_run])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "Reward weights: contribution_weight 0.1, rent_weight 0.0" in out.out.splitlines()
+    config = torch.load(save, weights_only=True)["trainer"]["config"]
+    ppo = config["ppo_kwargs"]  # the PPO settings a resumed run compares, where they differ from TrainingConfig's
+    assert (ppo["gae_lambda"], ppo["germinate_gae_lambda"]) == (0.8, 1.0)
+    reward = config["reward_config"]
+    assert (reward["contribution_weight"], reward["rent_weight"]) == (0.1, 0.0)
+    assert reward["unkept_weight"] == RewardConfig().unkept_weight  # a weight not given keeps RewardConfig's
+    rc = main([*tiny, "--n-episodes", "4", "--resume", str(save), "--gae-lambda", "0.8", "--germinate-gae-lambda", "1"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "reward_config" in err  # another reward is another run: not resumed
+    for flag, bad in (("--gae-lambda", "1.5"), ("--germinate-gae-lambda", "-0.1"), ("--rent-weight", "-1")):
+        with pytest.raises(SystemExit) as e: main(["ppo", flag, bad])
+        assert e.value.code == 2 and flag in capsys.readouterr().err
+
+
+def test_reward_flags_state_the_rewards_own_defaults(capsys):
+    from esper.simic.rewards import RewardConfig
+    with pytest.raises(SystemExit): main(["ppo", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for name in ("contribution_weight", "rent_weight", "unkept_weight"):
+        assert f"(default: RewardConfig's, {getattr(RewardConfig(), name):g})" in out, name
