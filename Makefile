@@ -13,7 +13,8 @@ PPO_EPISODES ?= 320
 # --device auto: on a machine with CUDA the policy and the host runs go to the GPU, still in one worker process per
 # core (faster there than one population on the GPU: see the README); elsewhere the CPU.
 PPO_FLAGS ?= --vectorized --n-envs 8 --max-epochs 15 --max-batches 30 --device auto \
-	--entropy-coef-start 0.05 --entropy-coef-end 0.01 --entropy-anneal-episodes 240 --seed 0
+	--entropy-coef-start 0.3 --entropy-coef-end 0.01 --entropy-anneal-episodes 240 --seed 0 \
+	--gae-lambda 0.8 --germinate-gae-lambda 1 --lr-end 0 --lr-anneal-episodes $(PPO_EPISODES)
 EVAL_SEEDS ?= 2000 2001 2002
 
 .PHONY: install run bench-learning bench-learning-full test check-export nbdev-test pytest test-slow lab docs docs-check readme export

@@ -56,10 +56,10 @@ PPO_SETTINGS = {"entropy_coef_end": 0.01, "entropy_anneal_episodes": 240}
 PRESETS = {
     "short": {"episodes": 320, "max_epochs": 15, "max_batches": 30, "n_envs": 8,    # the `make run` setting
               "lr_schedule": "constant", "param_budget": None, "rent_weight": None,    # rent: RewardConfig's
-              "contribution_weight": None, "unkept_weight": None, "lr": None, "gae_lambda": None,
-              "germinate_gae_lambda": None, "episodes_per_task_seed": 1, "group_baseline": False, "lr_end": None,
-              "lr_anneal_episodes": None,
-              "entropy_coef_start": 0.05, "blueprint_entropy_coef": 0.0, "critic_warmup_episodes": 0},
+              "contribution_weight": None, "unkept_weight": None, "lr": None, "gae_lambda": 0.8,
+              "germinate_gae_lambda": 1.0, "episodes_per_task_seed": 1, "group_baseline": False, "lr_end": 0.0,
+              "lr_anneal_episodes": None,                                          # the whole-run learning settings
+              "entropy_coef_start": 0.3, "blueprint_entropy_coef": 0.0, "critic_warmup_episodes": 0},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,

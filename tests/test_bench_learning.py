@@ -18,13 +18,13 @@ TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs",
 
 def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
     out = tmp_path / "bl"
-    p = run_bench("bench_learning.py", *TINY, "--lr", "0.002", "--gae-lambda", "0.8", "--lr-end", "0.001",
+    p = run_bench("bench_learning.py", *TINY, "--lr", "0.002", "--gae-lambda", "0.9", "--lr-end", "0.001",
                   "--lr-anneal-episodes", "4", "--out", str(out), cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads((out / "results.json").read_text())
-    assert res["config"]["overrides"]["lr"] == 0.002 and "lr=0.002, gae_lambda=0.8" in res["table"]  # a tuning run
+    assert res["config"]["overrides"]["lr"] == 0.002 and "lr=0.002, gae_lambda=0.9" in res["table"]  # a tuning run
     agent = load_ppo_controller(str(out / "seed0" / "agent.pt")).agent  # says so, and trains with them
-    assert (agent.config.lr, agent.config.gae_lambda) == (0.002, 0.8)
+    assert (agent.config.lr, agent.config.gae_lambda) == (0.002, 0.9)
     assert (agent.config.lr_end, agent.config.lr_anneal_steps) == (0.001, 2)  # 4 episodes of 2 envs: 2 updates
     assert [r["lr"] for r in res["ppo_seeds"][0]["curve"]] == [0.002, 0.0015]  # the rate of the update just done
     names = ["static", "random", "heuristic", "schedule:conv_small", "concurrent:conv_small+depthwise", "ppo"]
@@ -188,12 +188,12 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     assert full.ppo_settings == {"gae_lambda": 0.8, "germinate_gae_lambda": 1.0, "lr_end": 0.0,
                                  "lr_anneal_episodes": 320} | hot
     assert full.overrides == {}
-    assert short.ppo_settings == ent and short.overrides == {}  # otherwise TrainingConfig's defaults
+    assert short.ppo_settings == full.ppo_settings and short.overrides == {}  # both learn with the whole-run settings
     assert resolve("--preset", "full", "--gae-lambda", "0.8").overrides == {}  # the preset's own value
     assert resolve("--preset", "full", "--gae-lambda", "0.95").overrides == {"gae_lambda": 0.95}
     assert resolve("--preset", "full", "--germinate-gae-lambda", "1").overrides == {}  # the preset's own value
-    germ = resolve("--preset", "short", "--germinate-gae-lambda", "1")
-    assert germ.overrides == {"germinate_gae_lambda": 1.0} and germ.ppo_settings["germinate_gae_lambda"] == 1.0
+    germ = resolve("--preset", "short", "--germinate-gae-lambda", "0.9")
+    assert germ.overrides == {"germinate_gae_lambda": 0.9} and germ.ppo_settings["germinate_gae_lambda"] == 0.9
     assert resolve("--preset", "short", "--lr", "0.001").overrides == {"lr": 0.001}
     same = resolve("--preset", "full", "--lr-end", "0", "--lr-anneal-episodes", "320")
     assert same.overrides == {} and same.ppo_settings == full.ppo_settings
@@ -204,9 +204,9 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     assert fixed.ppo_settings == {"gae_lambda": 0.8, "germinate_gae_lambda": 1.0} | hot
     ramp = resolve("--preset", "short", "--lr-end", "0.0001")
     assert ramp.overrides == {"lr_end": 0.0001}  # a ramp's end alone: the ramp spans the run
-    assert ramp.ppo_settings == {"lr_end": 0.0001, "lr_anneal_episodes": 320} | ent
+    assert ramp.ppo_settings == full.ppo_settings | {"lr_end": 0.0001}
     assert resolve("--preset", "full", "--entropy-coef-start", "0.3").overrides == {}
-    assert resolve("--preset", "short", "--entropy-coef-start", "0.05").overrides == {}
+    assert resolve("--preset", "short", "--entropy-coef-start", "0.05").overrides == {"entropy_coef_start": 0.05}
     cool = resolve("--preset", "full", "--entropy-coef-start", "0.05")
     assert cool.overrides == {"entropy_coef_start": 0.05} and cool.ppo_settings["entropy_coef_start"] == 0.05
     wide = resolve("--preset", "full", "--blueprint-entropy-coef", "0.1")
@@ -217,7 +217,7 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
 
 
 @pytest.mark.parametrize("flags, line", [
-    (["--preset", "short", "--lr-anneal-episodes", "8"], "--lr-anneal-episodes 8 ramps PPO's learning rate down"),
+    (["--preset", "short", "--lr-anneal-episodes", "0", "--lr-end", "0.001"], "--lr-end 0.001 needs a ramp"),
     (["--preset", "full", "--lr-end", "0", "--lr-anneal-episodes", "0"], "--lr-end 0.0 needs a ramp"),
     (["--preset", "full", "--lr-end", "1.5"], "--lr-end must be in [0, 1] (got 1.5)"),
     (["--preset", "full", "--entropy-coef-start", "nan"], "--entropy-coef-start must be >= 0 (got nan)"),
