@@ -31,9 +31,8 @@ The "Why Tamiyo learns" chapter quotes the default run (about 2 minutes on two c
 """
 import json
 import statistics
-import time
-
 import sys
+import time
 from pathlib import Path
 
 import torch
