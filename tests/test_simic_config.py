@@ -150,7 +150,7 @@ def test_config_round_trips_through_a_plain_dict():
 
 
 def test_trainers_take_one_config_or_keywords_but_not_both_disagreeing():
-    from esper.simic.vectorized import ppo_settings
+    from esper.simic.run_settings import ppo_settings
     cfg = TrainingConfig(lr=1e-3, n_epochs=2)
     built, extra = ppo_settings(None, {"lr": 1e-3}, {"n_epochs": 2, "reward_normalizer": "rn"}, "train_ppo")
     assert built == cfg and extra == {"reward_normalizer": "rn"}

@@ -37,7 +37,8 @@ from .features import obs_to_base_features, obs_to_base_features_tensor, compute
 from .rewards import RewardConfig, RewardTerms, compute_reward
 from .env import PPOController, load_ppo_controller
 from .parallel_env_state import ParallelEnvState
-from .vectorized import train_ppo_vectorized, TrainingInterrupted
+from .run_settings import TrainingInterrupted
+from .vectorized import train_ppo_vectorized
 from .training import train_ppo, train_heuristic
 from .workers import default_workers, WorkerError
 

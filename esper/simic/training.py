@@ -17,7 +17,8 @@ from .config import TrainingConfig
 from .parallel_env_state import make_env_states
 from .seed_management import episode_seed
 from .emitters import emit_episode_completed
-from .vectorized import ppo_settings, ppo_training_loop, run_lockstep, run_shape
+from .run_settings import ppo_settings, run_shape
+from .vectorized import ppo_training_loop, run_lockstep
 
 # %% ../../nbs/simic/26_training.ipynb #9fb5dfd0
 def train_ppo(
