@@ -22,24 +22,23 @@ def _unit_float(s: str) -> float:
     return v
 
 
-def _nonneg_float(s: str) -> float:
+def _number_where(s: str, ok, expected: str, allowed: str) -> float:
+    "`s` as a float for which `ok` holds; otherwise argparse's error, naming what was `expected` and what is `allowed`."
     try:
         v = float(s)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {s!r}")
-    if not (v >= 0 and math.isfinite(v)):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0 (got {s})")
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {s!r}")
+    if not ok(v):
+        raise argparse.ArgumentTypeError(f"must be {allowed} (got {s})")
     return v
+
+
+def _nonneg_float(s: str) -> float:
+    return _number_where(s, lambda v: v >= 0 and math.isfinite(v), "a number >= 0", "a finite number >= 0")
 
 
 def _unit_interval(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {s!r}")
-    if not 0 <= v <= 1:
-        raise argparse.ArgumentTypeError(f"must be in [0, 1] (got {s})")
-    return v
+    return _number_where(s, lambda v: 0 <= v <= 1, "a number in [0, 1]", "in [0, 1]")
 
 
 #: The reward weights `esper-train ppo` takes, each a `RewardConfig` field of the same name (None: RewardConfig's).
