@@ -214,6 +214,9 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     assert resolve("--preset", "full", "--critic-warmup-episodes", "0").ppo_settings == full.ppo_settings
     warm = resolve("--preset", "full", "--critic-warmup-episodes", "64")
     assert warm.overrides == {"critic_warmup_episodes": 64} and warm.ppo_settings["critic_warmup_steps"] == 8
+    assert full.blueprint_offer_episodes == 0 and short.blueprint_offer_episodes == 0
+    offer = resolve("--preset", "full", "--blueprint-offer-episodes", "96")
+    assert offer.overrides == {"blueprint_offer_episodes": 96} and offer.ppo_settings == full.ppo_settings
 
 
 @pytest.mark.parametrize("flags, line", [
@@ -223,6 +226,7 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     (["--preset", "full", "--entropy-coef-start", "nan"], "--entropy-coef-start must be >= 0 (got nan)"),
     (["--preset", "full", "--blueprint-entropy-coef", "-1"], "--blueprint-entropy-coef must be >= 0 (got -1.0)"),
     (["--preset", "full", "--critic-warmup-episodes", "60"], "--critic-warmup-episodes 60 must be a multiple of"),
+    (["--preset", "full", "--blueprint-offer-episodes", "321"], "--blueprint-offer-episodes 321 must be at most"),
 ])
 def test_refuses_bad_ppo_settings_in_one_line(tmp_path, capsys, flags, line):
     bl = _bench_module("bench_learning")

@@ -8,7 +8,7 @@ from esper.cli import build_parser, main
 
 SEED_FLAGS = ("--vectorized", "--n-envs", "--n-episodes", "--episodes", "--max-epochs", "--devices", "--entropy-coef",
               "--entropy-coef-start", "--entropy-coef-end", "--entropy-anneal-episodes", "--blueprint-entropy-coef", "--lr", "--lr-end",
-              "--lr-anneal-episodes", "--critic-warmup-episodes", "--clip-ratio",
+              "--lr-anneal-episodes", "--blueprint-offer-episodes", "--critic-warmup-episodes", "--clip-ratio",
               "--gamma", "--save", "--resume", "--recurrent", "--factored", "--telemetry-dir", "--telemetry-level",
               "--seed", "--task", "--update-every", "--fast-update")
 
@@ -188,6 +188,20 @@ def test_critic_warmup_trains_the_critic_alone_first_and_counts_in_updates(tmp_p
                  "--critic-warmup-episodes", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--critic-warmup-episodes 3 must be a multiple of the episodes per update (2" in err[0]
+
+
+def test_blueprint_offers_reach_the_run_and_are_checked_against_its_length(tmp_path, capsys):
+    save = tmp_path / "agent.pt"
+    tiny = ["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "4", "--max-epochs", "2", "--max-batches", "1",
+            "--no-progress", "--workers", "0"]
+    rc = main([*tiny, "--blueprint-offer-episodes", "2", "--save", str(save)])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "Blueprint offers: the first 2 episodes germinate with one blueprint on offer, drawn at random" in out.out
+    assert torch.load(save, weights_only=True)["trainer"]["config"]["blueprint_offer_episodes"] == 2
+    assert main([*tiny, "--blueprint-offer-episodes", "5"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["esper-train ppo: error: blueprint_offer_episodes must be an integer in [0, n_episodes=4] (got 5)"]
 
 
 def test_gae_lambdas_and_reward_weights_reach_the_run(tmp_path, capsys):

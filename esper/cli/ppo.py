@@ -136,6 +136,12 @@ def run(args) -> int:
     rewards = {k: getattr(args, k) for k in REWARD_FLAGS if getattr(args, k) is not None}
     if rewards:
         print("Reward weights: " + ", ".join(f"{k} {v}" for k, v in rewards.items()), flush=True)
+    if args.blueprint_offer_episodes:
+        print(
+            f"Blueprint offers: the first {args.blueprint_offer_episodes} episodes germinate with one blueprint "
+            "on offer, drawn at random",
+            flush=True,
+        )
     if args.critic_warmup_episodes:
         print(f"Critic warm-up: the first {args.critic_warmup_episodes} episodes train the critic alone", flush=True)
     try:
@@ -180,6 +186,7 @@ def run(args) -> int:
                 config=config,
                 entropy_anneal_episodes=args.entropy_anneal_episodes,
                 lr_anneal_episodes=args.lr_anneal_episodes,
+                blueprint_offer_episodes=args.blueprint_offer_episodes,
                 factored=args.factored,
                 seed=args.seed,
                 save_path=args.save,

@@ -137,6 +137,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="episodes over which the learning rate falls from --lr to --lr-end (0=fixed)",
     )
     a(
+        "--blueprint-offer-episodes",
+        type=nonneg_int,
+        default=0,
+        help="the first episodes germinate with one blueprint on offer at each decision, drawn at random from those "
+        "that fit, so every blueprint is tried while the moves after a germination are learned (default: 0, off)",
+    )
+    a(
         "--critic-warmup-episodes",
         type=nonneg_int,
         default=0,

@@ -77,6 +77,7 @@ def load_training_checkpoint(
 ADDED_SETTINGS: dict[str, Any] = {
     "episode_config": {"lr_schedule": "constant", "param_budget": None},
     "lr_anneal_episodes": 0,
+    "blueprint_offer_episodes": 0,
 }
 
 

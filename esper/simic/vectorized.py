@@ -7,6 +7,7 @@ __all__ = ['run_epoch_lockstep', 'run_lockstep', 'PPORollout', 'n_slots_of', 'pp
 
 # %% ../../nbs/simic/25_vectorized.ipynb #f1d34a49
 import math
+import random
 from functools import partial
 import statistics
 import time
@@ -104,10 +105,21 @@ class PPORollout:
 
     def __init__(self, agent: PPOAgent, reward_config: RewardConfig | None = None, rollback_penalty: float = 0.1):
         self.agent, self.reward_config, self.rollback_penalty = agent, reward_config or RewardConfig(), rollback_penalty
+        self.offering: tuple[int, int, int] | None = None  # (run seed, batch's first episode, offers below episode)
+
+    def offers(self, envs: list[ParallelEnvState]) -> list[random.Random | None] | None:
+        "One blueprint-offer RNG per env whose episode is still in the offering phase, keyed by run, episode and epoch."
+        if self.offering is None:
+            return None
+        seed, first, until = self.offering
+        return [
+            random.Random(f"{seed}:{first + e.env_id}:{e.obs['epoch']}") if first + e.env_id < until else None
+            for e in envs
+        ]
 
     def decide(self, envs: list[ParallelEnvState]) -> list[Any]:
         "One batched forward pass; remembers each env's decision until its reward is known."
-        ds = act(self.agent, [e.obs for e in envs], [e.env_id for e in envs])
+        ds = act(self.agent, [e.obs for e in envs], [e.env_id for e in envs], offers=self.offers(envs))
         for e, d in zip(envs, ds):
             e.pending = d
             e.action_counts[d.tamiyo_action.op.name] += 1
@@ -186,6 +198,7 @@ def ppo_training_loop(
     devices: list[str] | None = None,
     entropy_anneal_episodes: int = 0,
     lr_anneal_episodes: int = 0,
+    blueprint_offer_episodes: int = 0,
     factored: bool = False,
     seed: int = 0,
     save_path: str | None = None,
@@ -229,6 +242,11 @@ def ppo_training_loop(
     ):
         if not isinstance(v, int) or v < 1:
             raise ValueError(f"{name} must be an integer >= 1 (got {v!r})")
+    if not isinstance(blueprint_offer_episodes, int) or not 0 <= blueprint_offer_episodes <= n_episodes:
+        raise ValueError(
+            f"blueprint_offer_episodes must be an integer in [0, n_episodes={n_episodes}] "
+            f"(got {blueprint_offer_episodes!r})"
+        )
     if episodes_per_update % episodes_per_task_seed:
         raise ValueError(
             f"episodes_per_task_seed={episodes_per_task_seed} must divide the episodes of an update "
@@ -294,6 +312,7 @@ def ppo_training_loop(
         **run_hparams,
         "entropy_anneal_episodes": entropy_anneal_episodes,
         "lr_anneal_episodes": lr_anneal_episodes,
+        "blueprint_offer_episodes": blueprint_offer_episodes,
         "ppo_kwargs": other_hparams,
         "reward_config": _plain(reward_config or RewardConfig()),
         "episode_config": _plain(cfg),
@@ -353,6 +372,7 @@ def ppo_training_loop(
         for b in range(start, n_batches):
             first, seeds = b * episodes_per_update, batch_seeds(b)
             agent.reset_hidden()
+            rollout.offering = (seed, first, blueprint_offer_episodes) if first < blueprint_offer_episodes else None
             if pool is not None:
                 envs, results = pool.run_lockstep(
                     seeds, rollout.decide, after_step=rollout.record, hub=hub, step_offset=b * max_epochs
@@ -432,6 +452,7 @@ def train_ppo_vectorized(
     config: TrainingConfig | None = None,  # the agent's hyperparameters (default: `TrainingConfig()` with `hparams`)
     entropy_anneal_episodes: int = 0,  # episodes of the ramp (converted to updates: // n_envs)
     lr_anneal_episodes: int = 0,  # episodes of PPO's learning-rate ramp from `lr` to `lr_end` (// n_envs)
+    blueprint_offer_episodes: int = 0,  # first episodes whose germinations may use one blueprint, drawn at random
     factored: bool = False,  # factored heads (slot, blueprint, blend, op) instead of the flat actions
     seed: int = 0,  # run seed; episode k uses seed + k // episodes_per_task_seed
     save_path: str | None = None,  # checkpoint every `checkpoint_every` batches and at the end
@@ -469,6 +490,7 @@ def train_ppo_vectorized(
         devices=devices or [device],
         entropy_anneal_episodes=entropy_anneal_episodes,
         lr_anneal_episodes=lr_anneal_episodes,
+        blueprint_offer_episodes=blueprint_offer_episodes,
         factored=factored,
         seed=seed,
         save_path=save_path,
