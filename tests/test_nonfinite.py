@@ -15,7 +15,8 @@ from esper.simic.emitters import emit_anomalies, emit_ppo_update
 from esper.simic.env import act, action_dim, state_dim
 from esper.simic.parallel_env_state import make_env_states, task_with_shuffle
 from esper.simic.ppo import PPOAgent
-from esper.simic.vectorized import PPORollout, train_ppo_vectorized
+from esper.simic.lockstep import PPORollout
+from esper.simic.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tamiyo.signals import TamiyoAction
 

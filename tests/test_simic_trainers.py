@@ -8,10 +8,11 @@ import torch
 from esper.leyline import HEAD_NAMES, TelemetryEventType
 from esper.nissa import TelemetryHub, check_payload
 from esper.simic import PPOAgent, RunningMeanStd
-from esper.simic import vectorized as V, training as T
+from esper.simic import lockstep as L, vectorized as V, training as T
 from esper.simic.env import obs_to_state, state_dim, action_dim
 from esper.simic.parallel_env_state import make_env_states
-from esper.simic.vectorized import PPORollout, run_lockstep, train_ppo_vectorized
+from esper.simic.lockstep import PPORollout, run_lockstep
+from esper.simic.vectorized import train_ppo_vectorized
 from esper.simic.training import train_ppo, train_heuristic
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tolaria import GovernorVerdict
@@ -142,7 +143,7 @@ def test_masks_respected(factored):
 
 def test_rollback_is_penalised_and_the_run_goes_on(monkeypatch):
     calls = {"n": 0}
-    orig = V.run_epoch_lockstep
+    orig = L.run_epoch_lockstep
     def patched(envs, actions):
         for e in envs:
             g = e.episode.governor
@@ -153,7 +154,7 @@ def test_rollback_is_penalised_and_the_run_goes_on(monkeypatch):
         for e in envs:
             g = e.episode.governor
             if "end_epoch" in vars(g): del g.end_epoch; calls["n"] += 1
-    monkeypatch.setattr(V, "run_epoch_lockstep", patched)
+    monkeypatch.setattr(L, "run_epoch_lockstep", patched)
     agent, envs, _ = _rollout_run(n=1, max_epochs=4)
     h = envs[0].episode.history
     assert h[1]["rollback"] is not None and len(h) == 4             # rolled back at epoch 2, episode finished

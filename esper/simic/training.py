@@ -18,7 +18,8 @@ from .parallel_env_state import make_env_states
 from .seed_management import episode_seed
 from .emitters import emit_episode_completed
 from .run_settings import ppo_settings, run_shape
-from .vectorized import ppo_training_loop, run_lockstep
+from .lockstep import run_lockstep
+from .vectorized import ppo_training_loop
 
 # %% ../../nbs/simic/26_training.ipynb #9fb5dfd0
 def train_ppo(

@@ -22,7 +22,7 @@ import torch
 
 from ..tamiyo.episode import EpisodeConfig, EpisodeResult
 from .parallel_env_state import ParallelEnvState, make_env_states
-from .vectorized import run_epoch_lockstep
+from .lockstep import run_epoch_lockstep
 
 # %% ../../nbs/simic/29_workers.ipynb #e2bde7c9
 class WorkerError(RuntimeError):
