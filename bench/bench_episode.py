@@ -35,7 +35,7 @@ PARTS = {
     "backward": ("torch/_tensor.py", "backward"),
     "optimizer steps": ("torch/optim/optimizer.py", "wrapper", "esper/tolaria/trainer.py", "train_step"),
     "zero_grad": ("torch/optim/optimizer.py", "zero_grad"),
-    "gradient statistics": ("esper/tamiyo/episode.py", "__call__"),
+    "gradient statistics": ("esper/tamiyo/episode_parts.py", "__call__"),
     "validation": ("esper/tolaria/governor.py", "validate"),
     "counterfactual": ("esper/kasmina/model.py", "counterfactual"),
     "telemetry": ("esper/nissa/hub.py", "emit"),

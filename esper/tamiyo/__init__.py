@@ -8,15 +8,14 @@ __all__ = []
 # %% ../../nbs/tamiyo/09_tamiyo.ipynb #a7bf8ba9
 from .signals import TrainingSignals, SignalTracker, TamiyoAction, Controller
 from .heuristic import HeuristicConfig, HeuristicTamiyo
-from esper.tamiyo.episode import (
+from esper.tamiyo.episode_parts import (
     EpisodeGradientStats,
     EpisodeConfig,
     ActionResult,
     apply_action,
     EpisodeResult,
-    Episode,
-    run_episode,
 )
+from .episode import Episode, run_episode
 from .baselines import StaticTamiyo, RandomTamiyo
 from .features import obs_to_base_features, obs_to_base_features_tensor, compute_action_mask
 
