@@ -348,7 +348,7 @@ def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
         reward_config=reward_config(setup),
         episodes_per_task_seed=setup["episodes_per_task_seed"],
         group_baseline=setup["group_baseline"],
-        blueprint_offer_episodes=setup.get("blueprint_offer_episodes", 0),
+        blueprint_offer_episodes=setup["blueprint_offer_episodes"],
         **setup["ppo"],
     )
     seconds = probe.elapsed()
