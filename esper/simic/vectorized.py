@@ -27,12 +27,20 @@ from .config import TrainingConfig
 from .ppo import PPOAgent
 from .normalizers import RunningMeanStd
 from .rewards import RewardConfig
-from .run_settings import TrainingInterrupted, _plain, _run_hparams, ppo_settings, run_shape
+from esper.simic.run_settings import (
+    TrainingInterrupted,
+    _plain,
+    _run_hparams,
+    check_loop_args,
+    ppo_settings,
+    ramp_steps,
+    run_shape,
+)
 from .env import state_dim, action_dim
 from .parallel_env_state import make_env_states, task_with_shuffle
 from .lockstep import PPORollout, run_epoch_lockstep, run_lockstep
 from .population import run_epoch_population
-from .seed_management import episode_seed, calculate_entropy_anneal_steps, run_ppo_update
+from .seed_management import episode_seed, run_ppo_update
 from esper.simic.emitters import (
     emit_training_started,
     emit_episode_completed,
@@ -133,67 +141,26 @@ def ppo_training_loop(
     group_baseline: bool = False,
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "The PPO training loop behind `train_ppo_vectorized` and `train_ppo` (see their docs)."
-    if population and (not parallel or workers):
-        raise ValueError(
-            "population trains a batch's envs together in this process: it needs the vectorized "
-            "trainer without workers (workers=0)"
-        )
-    if population and len({str(d) for d in (devices or [device])}) != 1:
-        raise ValueError(f"population trains on one device (got devices={devices})")
-    if not isinstance(workers, int) or workers < 0:
-        raise ValueError(f"workers must be an integer >= 0 (got {workers!r})")
-    if workers and not parallel:
-        raise ValueError("workers need the vectorized trainer (parallel=True)")
-    if backend not in ("process", "ray"):
-        raise ValueError(f"backend must be 'process' or 'ray' (got {backend!r})")
-    for name, v in (
-        ("n_episodes", n_episodes),
-        ("episodes_per_update", episodes_per_update),
-        ("max_epochs", max_epochs),
-        ("checkpoint_every", checkpoint_every),
-        ("episodes_per_task_seed", episodes_per_task_seed),
-    ):
-        if not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be an integer >= 1 (got {v!r})")
-    if not isinstance(blueprint_offer_episodes, int) or not 0 <= blueprint_offer_episodes <= n_episodes:
-        raise ValueError(
-            f"blueprint_offer_episodes must be an integer in [0, n_episodes={n_episodes}] "
-            f"(got {blueprint_offer_episodes!r})"
-        )
-    if episodes_per_update % episodes_per_task_seed:
-        raise ValueError(
-            f"episodes_per_task_seed={episodes_per_task_seed} must divide the episodes of an update "
-            f"({episodes_per_update}): the episodes of one task seed are compared within one update"
-        )
-    if group_baseline and (episodes_per_task_seed < 2 or config.recurrent):
-        raise ValueError(
-            "group_baseline compares episodes that share a task seed: it needs episodes_per_task_seed >= 2 "
-            f"(got {episodes_per_task_seed}) and a feed-forward policy"
-        )
-    if max_epochs < 2:
-        raise ValueError(f"max_epochs must be >= 2 for PPO (one decision needs two epochs; got {max_epochs})")
+    check_loop_args(
+        n_episodes=n_episodes,
+        episodes_per_update=episodes_per_update,
+        parallel=parallel,
+        max_epochs=max_epochs,
+        checkpoint_every=checkpoint_every,
+        blueprint_offer_episodes=blueprint_offer_episodes,
+        episodes_per_task_seed=episodes_per_task_seed,
+        group_baseline=group_baseline,
+        recurrent=config.recurrent,
+        workers=workers,
+        backend=backend,
+        population=population,
+        devices=devices or [device],
+    )
     cfg = replace(episode_config or EpisodeConfig(), max_epochs=max_epochs)
     task_factory = task_factory or partial(task_with_shuffle, task)
     n_slots = n_slots_of(task_factory(seed), cfg)
     seed_everything(seed)
-    steps = calculate_entropy_anneal_steps(entropy_anneal_episodes, episodes_per_update)
-    if config.entropy_anneal_steps not in (0, steps):
-        raise ValueError(
-            f"config.entropy_anneal_steps={config.entropy_anneal_steps} contradicts "
-            f"entropy_anneal_episodes={entropy_anneal_episodes} ({steps} updates of {episodes_per_update} "
-            "episodes); the trainers take the entropy ramp in episodes"
-        )
-    lr_steps = calculate_entropy_anneal_steps(lr_anneal_episodes, episodes_per_update, "lr_anneal_episodes")
-    if (config.lr_end is None) != (lr_steps == 0):
-        raise ValueError(
-            f"lr_end={config.lr_end!r} and lr_anneal_episodes={lr_anneal_episodes} go together: PPO's learning "
-            "rate falls from lr to lr_end over lr_anneal_episodes episodes (give both, or neither)"
-        )
-    if config.lr_anneal_steps not in (0, lr_steps):
-        raise ValueError(
-            f"config.lr_anneal_steps={config.lr_anneal_steps} contradicts lr_anneal_episodes={lr_anneal_episodes} "
-            f"({lr_steps} updates of {episodes_per_update} episodes); the trainers take the rate's ramp in episodes"
-        )
+    steps, lr_steps = ramp_steps(config, entropy_anneal_episodes, lr_anneal_episodes, episodes_per_update)
     n_envs = episodes_per_update if parallel else 1  # what the agent's config records: the run as it was
     config = replace(
         config,
