@@ -27,7 +27,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections import Counter
+from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, wait
 from datetime import datetime, timezone
 from pathlib import Path
@@ -595,14 +595,28 @@ def git_state(repo: Path) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------- main
 
 def run_jobs(args: argparse.Namespace, setup: dict[str, Any]) -> tuple[list[dict], list[dict]]:
-    "Training, PPO evaluation and baseline jobs on a process pool; returns (trained runs, episode rows)."
+    """Training, PPO evaluation and baseline jobs on a process pool; returns (trained runs, episode rows).
+
+    No more jobs are in flight than there are workers, and a free worker takes, in this order: a training run
+    (the longest jobs first), a held-out episode of a policy already trained, a baseline episode. So a trained
+    policy's held-out figures come while the other policies still train, not after every baseline."""
     trained, rows, t0 = [], [], time.perf_counter()
     names = list(BASELINES) + args.schedules
     total = len(args.train_seeds) * (1 + len(args.eval_seeds)) + len(names) * len(args.eval_seeds)
+    queues: dict[str, deque] = {
+        "train": deque((train_job, (k, setup), ("train", k)) for k in args.train_seeds),
+        "ppo": deque(),
+        "baseline": deque((baseline_job, (n, s, setup), (n, s)) for n in names for s in args.eval_seeds),
+    }
     with stoppable_pool(args.workers) as pool:
-        jobs = {pool.submit(train_job, k, setup): ("train", k) for k in args.train_seeds}  # longest first
-        for name in names:
-            jobs.update({pool.submit(baseline_job, name, s, setup): (name, s) for s in args.eval_seeds})
+        jobs: dict[Any, tuple] = {}
+
+        def fill() -> None:
+            while len(jobs) < args.workers and (queue := next((q for q in queues.values() if q), None)):
+                fn, job_args, tag = queue.popleft()
+                jobs[pool.submit(fn, *job_args)] = tag
+
+        fill()
         while jobs:
             done, _ = wait(jobs, return_when=FIRST_COMPLETED)
             for job in done:
@@ -610,8 +624,9 @@ def run_jobs(args: argparse.Namespace, setup: dict[str, Any]) -> tuple[list[dict
                 result = job.result()
                 if kind == "train":
                     trained.append(result)
-                    for s in args.eval_seeds:
-                        jobs[pool.submit(ppo_eval_job, key, result["checkpoint"], s, setup)] = ("ppo", s)
+                    queues["ppo"].extend(
+                        (ppo_eval_job, (key, result["checkpoint"], s, setup), ("ppo", s)) for s in args.eval_seeds
+                    )
                     last = result["history"][-1]
                     what = (f"trained PPO seed {key} in {result['train_seconds']:.0f} s, "
                             f"curve {last.get('eval_accuracy', float('nan')):.1f}%")
@@ -622,6 +637,7 @@ def run_jobs(args: argparse.Namespace, setup: dict[str, Any]) -> tuple[list[dict
                             f"{result['params_in_all']} params")
                 n = len(trained) + len(rows)
                 print(f"[{time.perf_counter() - t0:6.0f} s] {n}/{total} {what}", flush=True)
+            fill()
     return sorted(trained, key=lambda r: r["train_seed"]), rows
 
 

@@ -55,6 +55,8 @@ def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
         assert (out / f).stat().st_size > 0
     assert "| controller | final acc % (mean ± 95% CI) | params in all | params added |" in p.stdout
     assert not list(out.glob(".*.tmp"))  # every write went through a renamed temporary file
+    episodes_done = [line for line in p.stdout.splitlines() if " on eval seed " in line]
+    assert "(PPO seed " in episodes_done[0], episodes_done  # a trained policy's episodes go before the baselines'
 
 
 def test_refuses_eval_seeds_that_training_uses(tmp_path, run_bench):
