@@ -10,7 +10,8 @@ rule.
 
 The README and the "Why Tamiyo learns" chapter quote its two reference rules, `k3_k3` in both block orders, and the
 widths of two k=3 convolutions grown in both blocks (`--runs` as given there; about half a minute a run of five
-episodes on one core).
+episodes on one core). With `none` as every candidate it searches the plans of today's action space: the chapter's
+"Is the best rule the best plan?" plays them all (`--every-plan`) and the best one on each blend curve (`--blend`).
 """
 import json
 import statistics
@@ -21,7 +22,8 @@ from torch import nn
 
 from esper.cli import OneLineParser, nonneg_int, positive_int
 from esper.kasmina import blueprints as B
-from esper.kasmina.model import _blueprint_cost
+from esper.kasmina.model import MorphogeneticModel, _blueprint_cost
+from esper.leyline import BLUEPRINTS, BlendAlgorithm
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tasks import get_task
@@ -63,30 +65,48 @@ def install(candidate: str) -> None:
     _blueprint_cost.cache_clear()  # the budget check's cached costs: a pool worker may have played another candidate
 
 
-def probe(run: str, seeds: list[int]) -> dict:
-    "Play one `candidate:rule` on every seed; a worker's job."
+def probe(run: str, seeds: list[int], blend: str = "linear") -> dict:
+    "Play one `candidate:rule` on every seed, every seed blending on the `blend` curve; a worker's job."
     torch.set_num_threads(1)
     candidate, rule = run.split(":", 1)
     if candidate != "none": install(candidate)
-    config = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500)
+    config = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500,
+                           blend_algorithm=blend)
     t0, results = time.perf_counter(), []
     for s in seeds:
         results.append(run_episode(get_task("mnist1d", shuffle_seed=s), ScheduleTamiyo.from_name(rule), config, seed=s))
     accs = [r.final_accuracy for r in results]
-    return {"candidate": candidate, "rule": rule, "mean_accuracy": round(statistics.fmean(accs), 2),
+    return {"candidate": candidate, "rule": rule, "blend": blend, "mean_accuracy": round(statistics.fmean(accs), 2),
             "accuracies": accs, "params_in_all": results[0].host_params + results[0].params_added,
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
+def every_plan(budget: int = 2500) -> list[str]:
+    "Runs of every plan side by side over today's blueprints: each alone in block 1, then each ordered pair that fits."
+    host = MorphogeneticModel(get_task("mnist1d").make_host())
+    cost = {b: _blueprint_cost(b, host.family, host.slot("block1").channels) for b in BLUEPRINTS}  # both blocks: 8
+    pairs = [(a, b) for a in BLUEPRINTS for b in BLUEPRINTS if host.total_param_count() + cost[a] + cost[b] <= budget]
+    return [f"none:concurrent:{a}" for a in BLUEPRINTS] + [f"none:concurrent:{a}+{b}" for a, b in pairs]
+
+
 def main(argv: list[str]|None=None) -> None:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="blueprint_probe.py")
-    ap.add_argument("--runs", nargs="+", default=list(DEFAULT_RUNS), metavar="CANDIDATE:RULE",
+    ap.add_argument("--runs", nargs="+", metavar="CANDIDATE:RULE",
                     help=f"candidate (one of {', '.join(CANDIDATES)}, or none) and a fixed rule's name, e.g. "
-                         "k3_k3:concurrent:conv_heavy+attention")
+                         "k3_k3:concurrent:conv_heavy+attention (default: the chapter's reference runs)")
+    ap.add_argument("--every-plan", action="store_true",
+                    help="instead of --runs, every plan of today's blueprints side by side: each alone in block 1, "
+                         "then each ordered pair within the budget (29 runs)")
     ap.add_argument("--seeds", type=nonneg_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
                     help="task seeds (default: 1000-1004, never the held-out 2000-2004)")
+    ap.add_argument("--blend", choices=[b.value for b in BlendAlgorithm], default="linear",
+                    help="blend curve of every seed, as a factored policy's blend head would choose it (default: "
+                         "linear, the rules' and the flat policy's)")
     ap.add_argument("--workers", type=positive_int, default=1, help="worker processes (default: 1)")
     args = ap.parse_args(argv)
+    if args.every_plan and args.runs:
+        ap.error("--every-plan and --runs: give one of them")
+    args.runs = every_plan() if args.every_plan else args.runs or list(DEFAULT_RUNS)
     for run in args.runs:
         candidate, sep, rule = run.partition(":")
         if not sep or (candidate != "none" and candidate not in CANDIDATES):
@@ -96,7 +116,7 @@ def main(argv: list[str]|None=None) -> None:
         except ValueError as e:
             ap.error(f"--runs: {e}")
     with stops_in_one_line("blueprint_probe.py"), stoppable_pool(args.workers) as pool:  # the rows printed stand
-        for row in pool.map(probe, args.runs, [args.seeds] * len(args.runs)):
+        for row in pool.map(probe, args.runs, [args.seeds] * len(args.runs), [args.blend] * len(args.runs)):
             print(json.dumps(row), flush=True)
 
 

@@ -4,11 +4,13 @@ import json
 import signal
 import sys
 import time
+import types
 from pathlib import Path
 
 import pytest
 
 from esper.kasmina import blueprints as B
+from esper.leyline import BLUEPRINTS
 from esper.simic.env import load_ppo_controller
 
 TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs", "3", "--max-batches", "2",
@@ -469,3 +471,28 @@ def test_the_blueprint_probe_prices_each_candidate_it_installs():
     finally:
         B.BLUEPRINT_REGISTRY["conv1d"]["attention"] = original
         _blueprint_cost.cache_clear()
+
+
+def test_the_blueprint_probe_blends_every_seed_on_the_curve_it_is_given(monkeypatch):
+    bp = _bench_module("blueprint_probe")
+    seen = []
+
+    def fake_episode(task, controller, config, seed):
+        seen.append(config.blend_algorithm)
+        return types.SimpleNamespace(final_accuracy=90.0, host_params=914, params_added=1064)
+
+    monkeypatch.setattr(bp, "run_episode", fake_episode)
+    row = bp.probe("none:concurrent:conv_heavy", [1000, 1001], "sigmoid")
+    assert seen == ["sigmoid", "sigmoid"] and row["blend"] == "sigmoid"
+    assert bp.probe("none:concurrent:conv_heavy", [1000])["blend"] == seen[-1] == "linear"  # the rules' own curve
+
+
+def test_every_plan_is_each_blueprint_alone_then_each_ordered_pair_within_the_budget(run_bench, tmp_path):
+    plans = _bench_module("blueprint_probe").every_plan()
+    assert plans[:5] == [f"none:concurrent:{b}" for b in BLUEPRINTS]
+    # 25 ordered pairs less conv_heavy twice: 914 + 2 x 1,064 parameters pass the budget of 2,500
+    assert len(plans) == len(set(plans)) == 29 and "none:concurrent:conv_heavy+conv_heavy" not in plans
+    assert {"none:concurrent:conv_heavy+conv_small", "none:concurrent:conv_small+conv_heavy"} <= set(plans)
+    p = run_bench("blueprint_probe.py", "--every-plan", "--runs", "none:concurrent:norm", cwd=tmp_path, timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.strip() == "blueprint_probe.py: error: --every-plan and --runs: give one of them"
