@@ -84,8 +84,10 @@ def probe(run: str, seeds: list[int], blend: str = "linear") -> dict:
 def every_plan(budget: int = 2500) -> list[str]:
     "Runs of every plan side by side over today's blueprints: each alone in block 1, then each ordered pair that fits."
     host = MorphogeneticModel(get_task("mnist1d").make_host())
-    cost = {b: _blueprint_cost(b, host.family, host.slot("block1").channels) for b in BLUEPRINTS}  # both blocks: 8
-    pairs = [(a, b) for a in BLUEPRINTS for b in BLUEPRINTS if host.total_param_count() + cost[a] + cost[b] <= budget]
+    c1, c2 = (host.slot(s).channels for s in host.slot_ids)  # a rule plants its first seed in block 1, then block 2
+    cost = lambda b, channels: _blueprint_cost(b, host.family, channels)
+    pairs = [(a, b) for a in BLUEPRINTS for b in BLUEPRINTS
+             if host.total_param_count() + cost(a, c1) + cost(b, c2) <= budget]
     return [f"none:concurrent:{a}" for a in BLUEPRINTS] + [f"none:concurrent:{a}+{b}" for a, b in pairs]
 
 
