@@ -13,6 +13,7 @@ widths of two k=3 convolutions grown in both blocks (`--runs` as given there; ab
 episodes on one core). With `none` as every candidate it searches the plans of today's action space: the chapter's
 "Is the best rule the best plan?" plays them all (`--every-plan`) and the best one on each blend curve (`--blend`).
 """
+import dataclasses
 import json
 import statistics
 import time
@@ -57,6 +58,10 @@ DEFAULT_RUNS = ("none:concurrent:conv_heavy+conv_small", "none:concurrent:conv_h
                 "k5_k5:concurrent:attention+attention", "k3_k3_x1.75:concurrent:attention+attention")
 
 
+#: The learning benchmark's `full` episodes: 30 epochs on every batch, cosine learning rates, 2,500 parameters.
+FULL = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500)
+
+
 def install(candidate: str) -> None:
     "Let the 1-D `attention` blueprint build `candidate` in this process."
     k, k2, d, width = CANDIDATES[candidate]
@@ -70,8 +75,7 @@ def probe(run: str, seeds: list[int], blend: str = "linear") -> dict:
     torch.set_num_threads(1)
     candidate, rule = run.split(":", 1)
     if candidate != "none": install(candidate)
-    config = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500,
-                           blend_algorithm=blend)
+    config = dataclasses.replace(FULL, blend_algorithm=blend)
     t0, results = time.perf_counter(), []
     for s in seeds:
         results.append(run_episode(get_task("mnist1d", shuffle_seed=s), ScheduleTamiyo.from_name(rule), config, seed=s))
@@ -81,7 +85,7 @@ def probe(run: str, seeds: list[int], blend: str = "linear") -> dict:
             "seconds": round(time.perf_counter() - t0, 1)}
 
 
-def every_plan(budget: int = 2500) -> list[str]:
+def every_plan(budget: int = FULL.param_budget) -> list[str]:
     "Runs of every plan side by side over today's blueprints: each alone in block 1, then each ordered pair that fits."
     host = MorphogeneticModel(get_task("mnist1d").make_host())
     c1, c2 = (host.slot(s).channels for s in host.slot_ids)  # a rule plants its first seed in block 1, then block 2
