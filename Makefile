@@ -27,11 +27,15 @@ $(STAMP): setup.py settings.ini .ci/constraints.txt
 install: $(STAMP)
 
 # One torch thread: the hosts are tiny, and extra threads only contend for the two cores.
+# Run again, it continues the run in runs/ppo (a stopped one from its checkpoint; a finished one has nothing to do;
+# one stopped before its first checkpoint starts afresh)
+# and compares again: the comparison is made from the checkpoint, so it may replace its own earlier table.
 run: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/esper-train ppo $(PPO_FLAGS) --n-episodes $(PPO_EPISODES) \
-		--save runs/ppo/agent.pt --telemetry-dir runs/ppo/telemetry
+		--save runs/ppo/agent.pt --telemetry-dir runs/ppo/telemetry \
+		$(if $(wildcard runs/ppo/agent.pt),--resume runs/ppo/agent.pt,--overwrite)
 	OMP_NUM_THREADS=1 $(BIN)/esper-train compare --checkpoint runs/ppo/agent.pt --seeds $(EVAL_SEEDS) \
-		--max-epochs 15 --max-batches 30 --out runs/compare
+		--max-epochs 15 --max-batches 30 --out runs/compare --overwrite
 	@echo ""
 	@echo "PPO checkpoint and per-batch history: runs/ppo/agent.pt, runs/ppo/agent.pt.history.json"
 	@echo "telemetry: runs/ppo/telemetry/events.jsonl; TensorBoard: .venv/bin/tensorboard --logdir runs/ppo/telemetry"

@@ -83,9 +83,11 @@ def test_full_disk_names_the_file_and_keeps_the_previous_one(tmp_path, capsys, m
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     capsys.readouterr()
     monkeypatch.setattr(os, "fsync", disk_full)
-    rc = main(COMPARE + ["--out", str(out), "--seeds", "1"])
-    line = one_line(capsys.readouterr().err)
+    rc = main(COMPARE + ["--out", str(out), "--seeds", "1", "--overwrite"])
+    printed = capsys.readouterr()
+    line = one_line(printed.err)
     assert rc == 1 and "No space left on device" in line and str(out / "comparison.md") in line, line
+    assert "| controller |" in printed.out  # the table was printed before the write failed
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # same files, same bytes, no temp files
 
 

@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['SUBCOMMANDS', 'positive_int', 'nonneg_int', 'LOCK_NAME', 'OneLineParser', 'positive_float', 'add_task_arguments',
-           'add_telemetry_arguments', 'build_parser', 'check_data_dir', 'guarded_outputs', 'Terminated',
-           'interrupt_status', 'sigterm_as_interrupt', 'main']
+           'add_telemetry_arguments', 'build_parser', 'check_data_dir', 'add_overwrite_argument', 'earlier_results',
+           'refuse_earlier_results', 'guarded_outputs', 'Terminated', 'interrupt_status', 'sigterm_as_interrupt',
+           'main']
 
 # %% ../../nbs/cli/00_cli.ipynb #54967315
 import argparse
@@ -115,6 +116,53 @@ def check_data_dir(path: str | os.PathLike | None, what: str = "--data-dir") -> 
         raise OutputError(f"{what} {folder}: is a file, not a folder")
     if not folder.exists():
         check_output_dir(folder, what)
+
+
+def add_overwrite_argument(p: argparse.ArgumentParser) -> None:
+    "--overwrite: the one way to let a job replace the results of an earlier run."
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace the results an earlier run left in the output locations (default: refuse to start)",
+    )
+
+
+def earlier_results(
+    path: str | os.PathLike,  # an output file, or an output folder
+    names: tuple[
+        str, ...
+    ] = (),  # for a folder: the entries of a run's result set (files, or folders that count when not empty)
+) -> list[str]:
+    "What an earlier run left at `path`: the file itself, or the entries of `names` that the folder holds."
+    path = Path(path).expanduser()
+    if not names:
+        return [path.name] if path.is_file() else []
+    found = []
+    for name in names:
+        entry = path / name
+        if entry.is_file() or (entry.is_dir() and any(entry.iterdir())):
+            found.append(name)
+    return found
+
+
+def refuse_earlier_results(
+    outputs: dict[
+        str, tuple[str | os.PathLike | None, tuple[str, ...]]
+    ],  # flag -> (path or None, `earlier_results` names)
+    overwrite: bool,  # --overwrite was given: earlier results may be replaced
+    resume: str | None = None,  # how to continue the earlier run instead, e.g. "--resume runs/ppo/agent.pt"
+) -> None:
+    "Refuse to start (`OutputError`, one line) when an output already holds an earlier run's results."
+    if overwrite:
+        return
+    for flag, (path, names) in outputs.items():
+        found = [] if path is None else earlier_results(path, names)
+        if found:
+            what = "an earlier run's file" if not names else f"an earlier run's results ({', '.join(found)})"
+            how = f"continue that run with {resume}, " if resume else ""
+            raise OutputError(
+                f"{flag} {path} already holds {what}; {how}pass --overwrite to replace it, or choose another {flag}"
+            )
 
 
 @contextlib.contextmanager
