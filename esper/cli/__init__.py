@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['SUBCOMMANDS', 'positive_int', 'nonneg_int', 'LOCK_NAME', 'OneLineParser', 'positive_float', 'add_task_arguments',
-           'add_telemetry_arguments', 'build_parser', 'check_data_dir', 'add_overwrite_argument', 'earlier_results',
-           'refuse_earlier_results', 'guarded_outputs', 'Terminated', 'interrupt_status', 'sigterm_as_interrupt',
+           'add_telemetry_arguments', 'build_parser', 'check_data_dir', 'guarded_outputs', 'add_overwrite_argument',
+           'earlier_results', 'refuse_earlier_results', 'Terminated', 'interrupt_status', 'sigterm_as_interrupt',
            'main']
 
 # %% ../../nbs/cli/00_cli.ipynb #54967315
@@ -118,6 +118,26 @@ def check_data_dir(path: str | os.PathLike | None, what: str = "--data-dir") -> 
         check_output_dir(folder, what)
 
 
+@contextlib.contextmanager
+def guarded_outputs(
+    folders: dict[str, str | os.PathLike | None] | None = None,  # flag -> output folder (None: not used in this run)
+    files: dict[str, str | os.PathLike | None] | None = None,  # flag -> output file (None: not used in this run)
+):
+    "Check every output location, then hold a lock on each while the block runs (a second writer is refused)."
+    folders = {flag: Path(p).expanduser() for flag, p in (folders or {}).items() if p is not None}
+    files = {flag: Path(p).expanduser() for flag, p in (files or {}).items() if p is not None}
+    for flag, folder in folders.items():
+        check_output_dir(folder, flag)
+    for flag, file in files.items():
+        check_output_file(file, flag)
+    locks = {(f.resolve() / LOCK_NAME): f"{flag} {f}" for flag, f in folders.items()}
+    locks |= {Path(str(f.resolve()) + ".lock"): f"{flag} {f}" for flag, f in files.items()}
+    with contextlib.ExitStack() as stack:
+        for lock_file, what in sorted(locks.items()):
+            stack.enter_context(RunLock(lock_file, what))
+        yield
+
+# %% ../../nbs/cli/00_cli.ipynb #60e2cdb9
 def add_overwrite_argument(p: argparse.ArgumentParser) -> None:
     "--overwrite: the one way to let a job replace the results of an earlier run."
     p.add_argument(
@@ -163,26 +183,6 @@ def refuse_earlier_results(
             raise OutputError(
                 f"{flag} {path} already holds {what}; {how}pass --overwrite to replace it, or choose another {flag}"
             )
-
-
-@contextlib.contextmanager
-def guarded_outputs(
-    folders: dict[str, str | os.PathLike | None] | None = None,  # flag -> output folder (None: not used in this run)
-    files: dict[str, str | os.PathLike | None] | None = None,  # flag -> output file (None: not used in this run)
-):
-    "Check every output location, then hold a lock on each while the block runs (a second writer is refused)."
-    folders = {flag: Path(p).expanduser() for flag, p in (folders or {}).items() if p is not None}
-    files = {flag: Path(p).expanduser() for flag, p in (files or {}).items() if p is not None}
-    for flag, folder in folders.items():
-        check_output_dir(folder, flag)
-    for flag, file in files.items():
-        check_output_file(file, flag)
-    locks = {(f.resolve() / LOCK_NAME): f"{flag} {f}" for flag, f in folders.items()}
-    locks |= {Path(str(f.resolve()) + ".lock"): f"{flag} {f}" for flag, f in files.items()}
-    with contextlib.ExitStack() as stack:
-        for lock_file, what in sorted(locks.items()):
-            stack.enter_context(RunLock(lock_file, what))
-        yield
 
 # %% ../../nbs/cli/00_cli.ipynb #9289fc6a
 class Terminated(KeyboardInterrupt):

@@ -69,7 +69,7 @@ def load_events(
             out.append(ev)
     return out
 
-
+# %% ../../nbs/nissa/03_reading.ipynb #e439038c
 #: What a telemetry folder holds: the JSONL file and TensorBoard's folder.
 TELEMETRY_ENTRIES: tuple[str, ...] = ("events.jsonl", "tensorboard")
 
@@ -85,9 +85,11 @@ def rewind_telemetry(
     telemetry_dir: str | Path,  # a folder written by `make_hub`
     through: Callable[[TelemetryEvent], bool],  # true for the events that mark how far the run is kept
 ) -> int:
-    "Cut `events.jsonl` after the last event `through` accepts and rebuild `tensorboard/` from what is kept; the count cut."
-    from .backends import TensorBoardBackend  # here: the TensorBoard import is costly, and most readers never rewind
-    from ..leyline.files import write_bytes_atomic
+    "Cut `events.jsonl` after the last event `through` accepts and rebuild `tensorboard/` from what is kept; the events cut."
+    from esper.nissa.backends import (
+        TensorBoardBackend,
+    )  # here: the TensorBoard import is costly, and most readers never rewind
+    from esper.leyline.files import write_bytes_atomic
 
     root = Path(telemetry_dir)
     path = root / "events.jsonl"
@@ -117,7 +119,7 @@ def rewind_telemetry(
                 board.emit(e)
         finally:
             board.close()
-    return len(lines) - len(kept)
+    return len(events) - len(kept)
 
 # %% ../../nbs/nissa/03_reading.ipynb #bfc7aa68
 def _x(ev: TelemetryEvent, x: str) -> float | None:
