@@ -166,9 +166,7 @@ def earlier_results(
 
 
 def refuse_earlier_results(
-    outputs: dict[
-        str, tuple[str | os.PathLike | None, tuple[str, ...]]
-    ],  # flag -> (path or None, `earlier_results` names)
+    outputs: dict[str, tuple],  # flag -> (path or None, its `earlier_results` names: empty for a file)
     overwrite: bool,  # --overwrite was given: earlier results may be replaced
     resume: str | None = None,  # how to continue the earlier run instead, e.g. "--resume runs/ppo/agent.pt"
 ) -> None:
