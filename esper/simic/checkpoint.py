@@ -238,10 +238,10 @@ def check_entries(
     lacking = [k for k in ARCH_FIELDS if k not in cfg]
     if lacking:
         raise ValueError(f"{bad}: config lacks {', '.join(lacking)}")
-    for k in ARCH_FIELDS:
-        ok = isinstance(cfg[k], bool) if k == "recurrent" else _is_int(cfg[k]) and cfg[k] > 0
-        if not ok:
-            raise ValueError(f"{bad}: config {k}={cfg[k]!r} is not a valid value")
+    dims = cfg["state_dim"], cfg["action_dim"]  # the rest of the config is validated by `TrainingConfig`
+    sizes = list(dims[1].values()) if isinstance(dims[1], dict) and dims[1] else [dims[1]]  # factored: one per head
+    if not all(_is_int(v) and v > 0 for v in (dims[0], *sizes)):
+        raise ValueError(f"{bad}: config state_dim={dims[0]!r}, action_dim={dims[1]!r} are not valid sizes")
     weights = payload["network_state_dict"]
     odd = next((k for k, t in weights.items() if not isinstance(t, torch.Tensor)), None)
     if odd is not None:
