@@ -37,6 +37,7 @@ import torch
 
 from esper.cli import OneLineParser, nonneg_int, positive_float, positive_int
 from esper.leyline.files import save_figure_atomic, write_json_atomic, write_text_atomic
+from esper.simic.checkpoint import read_checkpoint
 from esper.cli.compare import make_controller, mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
 from esper.simic.rewards import RewardConfig
@@ -256,7 +257,22 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         with tempfile.TemporaryFile(dir=args.out): pass
     except OSError as e:
         ap.error(f"--out {args.out} is not a writable folder ({e.strerror or e})")
+    if args.resume:  # what a resumed seed reads back is checked now, before any work, not in a worker hours later
+        for k in args.train_seeds:
+            try:
+                check_resume_files(args.out / f"seed{k}")
+            except ValueError as e:
+                ap.error(f"--resume: {e}")
     return args
+
+
+def check_resume_files(folder: Path) -> None:
+    "Refuse (ValueError, one line naming the file) a seed folder whose checkpoint or clock a resumed run can't trust."
+    checkpoint = folder / "agent.pt"
+    if checkpoint.exists():  # checksums, entries, finite weights and the trainer state a resume reads
+        if "trainer" not in read_checkpoint(checkpoint):
+            raise ValueError(f"{checkpoint} holds no trainer state, so its run cannot resume; move it away")
+    read_clock(folder / "clock.json")
 
 
 def training_task_seeds(train_seeds: list[int], episodes: int, per_seed: int = 1) -> set[int]:
@@ -320,9 +336,17 @@ class CurveProbe:
 
 
 def read_clock(clock: Path|None) -> float:
-    "Seconds a cut-short run of this seed had trained (0 without one)."
+    "Seconds a cut-short run of this seed had trained (0 without one); a damaged clock is a one-line ValueError."
     if clock is None or not clock.exists(): return 0.0
-    return float(json.loads(clock.read_text())["train_seconds"])
+    fix = "delete it (that seed's training time then counts from 0)"
+    try:
+        saved = json.loads(clock.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{clock} is unreadable ({type(e).__name__}: {' '.join(str(e).split())}); {fix}") from None
+    seconds = saved.get("train_seconds") if isinstance(saved, dict) else None
+    if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0:
+        raise ValueError(f"{clock} has train_seconds {seconds!r}, expected a finite number >= 0; {fix}")
+    return float(seconds)
 
 
 def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:

@@ -213,7 +213,8 @@ def sigterm_as_interrupt():
 
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `esper-train` console script."
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     prog = f"esper-train {args.command}"
     with sigterm_as_interrupt():
         try:
@@ -226,4 +227,25 @@ def main(argv: list[str] | None = None) -> int:
             if os.environ.get("ESPER_DEBUG"):
                 raise
             print(f"{prog}: error: {e}", file=sys.stderr)
+            return 1
+        except MemoryError:  # neither a bad file nor a bug: the job asked for more memory than there is
+            if os.environ.get("ESPER_DEBUG"):
+                raise
+            # the likely culprits: the largest counts this command line raised above their defaults
+            sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[args.command]
+            counts = sorted(
+                (getattr(args, a.dest), max(a.option_strings, key=len))
+                for a in sub._actions
+                if a.option_strings
+                and "seed" not in a.dest
+                and type(getattr(args, a.dest, None)) is int
+                and (a.default is None or getattr(args, a.dest) > a.default)
+            )[::-1]
+            counts = [(v, flag) for v, flag in counts if v * 10 >= counts[0][0]][:3]  # within 10x of the largest
+            ask = (
+                "ask for less: " + ", ".join(f"{flag} {value}" for value, flag in counts)
+                if counts
+                else "run a smaller job, or free memory first"
+            )
+            print(f"{prog}: error: out of memory (MemoryError); {ask}", file=sys.stderr)
             return 1

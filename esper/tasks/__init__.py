@@ -218,7 +218,9 @@ def _load_or_generate_mnist1d(path: Path, data_seed: int) -> dict[str, np.ndarra
             arrays = {k: f[k] for pair in MNIST1D_SPLITS for k in pair if k in f.files}
     except OSError as e:
         raise InvalidTaskData(f"cannot read the cache file {path}: {_os_cause(e)}") from e
-    except Exception as e:
+    except MemoryError:  # the machine ran out of memory, the cache is not to blame: no "delete it" advice
+        raise
+    except Exception as e:  # whatever NumPy or zipfile raise on damaged bytes (e.g. BadZipFile: Bad CRC-32)
         why = f"unreadable ({type(e).__name__}: {' '.join(str(e).split())})"
         if not zipfile.is_zipfile(path):
             why = "not an .npz archive"
@@ -274,6 +276,8 @@ def load_cifar10_datasets(cfg: TaskConfig):
         if e.filename is None:  # a network error while downloading
             raise TaskDataError(f"task 'cifar10': the download failed ({type(e).__name__}: {e})") from e
         raise InvalidTaskData(f"task 'cifar10': cannot create or read {e.filename}: {_os_cause(e)}") from e
+    except MemoryError:  # out of memory is not a damaged dataset
+        raise
     except Exception as e:  # a file that passes its checksum but does not unpickle
         raise TaskDataError(
             f"task 'cifar10': could not read the dataset under {root} ({type(e).__name__}: {e}); "
