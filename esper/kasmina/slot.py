@@ -217,8 +217,8 @@ class SeedSlot(nn.Module):
         dims: int,  # spatial rank of the host features (1 or 2)
         blend_epochs: int = DEFAULT_BLEND_EPOCHS,  # epochs for alpha to ramp 0 -> 1
         blend_algorithm: BlendAlgorithm | str = BlendAlgorithm.LINEAR,  # default ramp shape
-        embargo_epochs: int = DEFAULT_EMBARGO_EPOCHS,
-    ):  # epochs a pruned slot stays unusable
+        embargo_epochs: int = DEFAULT_EMBARGO_EPOCHS,  # epochs a pruned slot stays unusable
+    ):
         super().__init__()
         if blend_epochs < 1:
             raise ValueError(f"blend_epochs must be >= 1 (got {blend_epochs})")

@@ -260,8 +260,8 @@ class RunLock:
     def __init__(
         self,
         path: str | os.PathLike,  # the lock file, e.g. `agent.pt.lock`
-        what: str | None = None,
-    ):  # what it protects, for the error (default: the lock file)
+        what: str | None = None,  # what it protects, for the error (default: the lock file)
+    ):
         self.path, self.what = Path(path), what or str(path)
         self.stale_pid: int | None = None  # the pid of a dead owner whose lock was taken over
         self._fd: int | None = None

@@ -74,10 +74,7 @@ class TelemetryHub:
 
     def __init__(
         self,
-        config: TelemetryConfig
-        | str
-        | TelemetryLevel
-        | None = None,  # config, or a level for a fresh one (default NORMAL)
+        config: TelemetryConfig | str | TelemetryLevel | None = None,  # or a level for a fresh config (default NORMAL)
         backends: list | tuple = (),  # initial backends
         escalate_on_anomaly: bool = True,  # ANOMALY_DETECTED escalates `config` to DEBUG
         validate: bool = False,  # `check_payload` every event (for tests and debugging)

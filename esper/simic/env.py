@@ -243,8 +243,8 @@ class PPOController:
         self,
         agent: Any,  # a trained PPOAgent (its obs_normalizer is used as is)
         deterministic: bool = True,  # argmax actions; False samples
-        env_id: int = 0,
-    ):  # recurrent hidden-state key
+        env_id: int = 0,  # recurrent hidden-state key
+    ):
         self.agent, self.deterministic, self.env_id = agent, deterministic, env_id
         self.decisions: list[Decision] = []
 

@@ -52,8 +52,8 @@ class GrowthEnv(gymnasium.Env):
         reward_config: RewardConfig | None = None,  # reward weights (default `RewardConfig()`)
         rollback_penalty: float = 0.1,  # charged when the governor rolled back during the epoch
         task_factory: Callable[[int], Any] | None = None,  # seed -> Task (default: `get_task` with that shuffle)
-        device: str | torch.device = "cpu",
-    ):  # where the host trains
+        device: str | torch.device = "cpu",  # where the host trains
+    ):
         self.cfg = episode_config or EpisodeConfig()
         if self.cfg.max_epochs < 2:
             raise ValueError(

@@ -106,12 +106,12 @@ def store_recurrent_transition(
     reward,
     done,
     action_mask=None,
-    env_id: int = 0,
     truncated: bool = False,
     bootstrap_value: float | None = None,
     final_state=None,
+    env_id: int = 0,
 ):
-    "Store one step of a recurrent policy's env `env_id` (`store_transition` for a recurrent agent)."
+    "Store one step of a recurrent policy's env `env_id` (`store_transition` for a recurrent agent, same arguments)."
     if not self.recurrent:
         raise ValueError("store_recurrent_transition needs PPOAgent(recurrent=True)")
     self.store_transition(

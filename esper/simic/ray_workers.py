@@ -35,8 +35,8 @@ class RayEnvPool(EnvPool):
         rollback_penalty: float = 0.1,  # charged when the governor rolled back during an epoch
         collect_events: bool = False,  # send the episodes' telemetry events back to the learner
         address: str | None = None,  # Ray address when no Ray instance is up (None: start a local one)
-        gpus_per_worker: float | None = None,
-    ):  # GPU share per actor (default: cluster GPUs / workers, at most 1)
+        gpus_per_worker: float | None = None,  # GPU share per actor (default: cluster GPUs / workers, at most 1)
+    ):
         if not isinstance(n_workers, int) or n_workers < 1:
             raise ValueError(f"n_workers must be an integer >= 1 (got {n_workers!r})")
         if rollback_penalty < 0:

@@ -21,8 +21,8 @@ class TrainingInterrupted(KeyboardInterrupt):
         history: list[dict[str, Any]],  # one record per batch done
         batches_saved: int | None,  # batches the checkpoint holds (None: no checkpoint of this run)
         checkpoint: str | None,  # the checkpoint path, when one holds this run
-        signal_cause: BaseException,
-    ):  # the KeyboardInterrupt (or SIGTERM's subclass) that stopped it
+        signal_cause: BaseException,  # the KeyboardInterrupt (or SIGTERM's subclass) that stopped it
+    ):
         self.history = history
         self.batches_saved = batches_saved
         self.checkpoint = checkpoint

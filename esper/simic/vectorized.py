@@ -342,8 +342,7 @@ def train_ppo_vectorized(
     reward_config: RewardConfig | None = None,
     rollback_penalty: float = 0.1,
     episode_config: EpisodeConfig | None = None,  # host/slots/lrs/max_batches of the episodes
-    task_factory: Callable[[int], Any]
-    | None = None,  # episode seed -> Task (default: get_task(task, shuffle_seed=seed))
+    task_factory: Callable[[int], Any] | None = None,  # episode seed -> Task (default: `task` reshuffled by the seed)
     ppo_kwargs: dict | None = None,  # more PPOAgent arguments: config fields (n_epochs, batch_size, ...) or others
     progress: bool = False,  # tqdm bar per batch plus a metrics line per batch
     on_update: Callable[[PPOAgent, dict[str, Any]], None] | None = None,  # after each update, with the batch record

@@ -65,8 +65,8 @@ class EnvHost:
         reward_config: Any = None,  # reward weights (default `RewardConfig()`)
         rollback_penalty: float = 0.1,  # charged when the governor rolled back during an epoch
         collect_events: bool = False,  # keep the episodes' telemetry events for the learner
-        threads: int | None = None,
-    ):  # torch threads of this process (None: leave as is)
+        threads: int | None = None,  # torch threads of this process (None: leave as is)
+    ):
         if threads is not None:
             torch.set_num_threads(threads)
         self.task_factory, self.config, self.devices = task_factory, config, devices
@@ -291,10 +291,9 @@ class ProcessEnvPool(EnvPool):
         reward_config: Any = None,  # reward weights the workers use (default `RewardConfig()`)
         rollback_penalty: float = 0.1,  # charged when the governor rolled back during an epoch
         collect_events: bool = False,  # send the episodes' telemetry events back to the learner
-        threads_per_worker: int
-        | None = None,  # torch threads per worker (default: this process's, at most cores // workers)
-        start_method: str = "spawn",
-    ):  # multiprocessing start method ("spawn" is safe with torch and CUDA)
+        threads_per_worker: int | None = None,  # torch threads per worker (default: this process's, <= cores/workers)
+        start_method: str = "spawn",  # multiprocessing start method ("spawn" is safe with torch and CUDA)
+    ):
         if not isinstance(n_workers, int) or n_workers < 1:
             raise ValueError(f"n_workers must be an integer >= 1 (got {n_workers!r})")
         if rollback_penalty < 0:

@@ -34,8 +34,8 @@ class RandomTamiyo:
     def __init__(
         self,
         seed: int = 0,  # seed of the controller's own RNG (reset() restarts it)
-        wait_prob: float = 0.0,
-    ):  # extra probability of waiting, on top of WAIT being one legal op
+        wait_prob: float = 0.0,  # extra probability of waiting, on top of WAIT being one legal op
+    ):
         if not 0.0 <= wait_prob <= 1.0:
             raise ValueError(f"wait_prob must be in [0, 1] (got {wait_prob})")
         self.seed, self.wait_prob = seed, wait_prob

@@ -37,8 +37,8 @@ class Episode:
         env_id: int = 0,  # environment id on events
         device: str | torch.device = "cpu",  # where the model trains
         stream: "torch.cuda.Stream|None" = None,  # CUDA stream for this env's work (None: the current stream)
-        step_offset: int = 0,
-    ):  # added to the epoch for the `step` of events (vectorized runs)
+        step_offset: int = 0,  # added to the epoch for the `step` of events (vectorized runs)
+    ):
         self.task, self.cfg, self.hub, self.env_id = task, config or EpisodeConfig(), hub, env_id
         self.device = resolve_device(device)
         if stream is not None and self.device.type != "cuda":

@@ -105,8 +105,8 @@ class EpisodeGradientStats:
     def __init__(
         self,
         model: MorphogeneticModel,  # the model whose seeds (and host) are watched
-        collector: SeedGradientCollector | None = None,
-    ):  # thresholds and kernel (default: `SeedGradientCollector()`)
+        collector: SeedGradientCollector | None = None,  # thresholds and kernel (default: `SeedGradientCollector()`)
+    ):
         self.model, self.collector = model, collector or SeedGradientCollector()
         self.begin_epoch()
 

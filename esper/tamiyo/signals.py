@@ -56,8 +56,8 @@ class SignalTracker:
     def __init__(
         self,
         plateau_threshold: float = 0.5,  # points of accuracy that count as an improvement
-        history_len: int = 5,
-    ):  # length of the histories in the signals
+        history_len: int = 5,  # length of the histories in the signals
+    ):
         if plateau_threshold < 0:
             raise ValueError(f"plateau_threshold must be >= 0 (got {plateau_threshold})")
         if history_len < 1:

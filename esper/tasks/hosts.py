@@ -21,8 +21,8 @@ class ConvBlock(nn.Sequential):
         c_out: int,  # output channels
         kernel_size: int,  # convolution kernel size (odd; padding keeps the length)
         dims: int = 1,  # 1 for signals (B, C, L), 2 for images (B, C, H, W)
-        pool: int = 2,
-    ):  # max-pool factor after the activation (1 = none)
+        pool: int = 2,  # max-pool factor after the activation (1 = none)
+    ):
         if dims not in (1, 2):
             raise ValueError(f"dims must be 1 or 2 (got {dims})")
         if kernel_size < 1 or kernel_size % 2 == 0:
@@ -51,8 +51,8 @@ class ConvHost(nn.Module):
         kernel_sizes: tuple[int, ...],  # kernel size of each block
         input_size: tuple[int, ...],  # spatial size of the input: (L,) or (H, W)
         pool: int = 2,  # max-pool factor after each block
-        global_pool: bool = False,
-    ):  # average-pool before the head instead of flattening
+        global_pool: bool = False,  # average-pool before the head instead of flattening
+    ):
         super().__init__()
         if len(widths) != len(kernel_sizes):
             raise ValueError("widths and kernel_sizes must have the same length")

@@ -58,8 +58,8 @@ class EpochRunner:
         weight_decay: float = 0.0,  # L2 penalty (host and seeds)
         criterion: Callable | None = None,  # loss (default: cross-entropy)
         lr_schedule: str = "constant",  # "constant" or "cosine" (see `lr_factor`)
-        total_epochs: int | None = None,
-    ):  # epochs in the run; required by a decaying schedule
+        total_epochs: int | None = None,  # epochs in the run; required by a decaying schedule
+    ):
         if seed_lr <= 0:
             raise ValueError(f"seed_lr must be > 0 (got {seed_lr})")
         lr_factor(lr_schedule, 0, total_epochs or 1)  # validates the schedule's name
@@ -164,8 +164,8 @@ class TolariaGovernor:
         runner: EpochRunner | None = None,  # whose optimizer momentum to clear on rollback
         hub: Any = None,  # optional telemetry hub (.emit)
         env_id: int | None = None,  # environment id for events
-        max_loss: float | None = None,
-    ):  # absolute bound while the history is short (e.g. `blowup_bound(n_classes)`)
+        max_loss: float | None = None,  # absolute bound while the history is short (e.g. `blowup_bound(n_classes)`)
+    ):
         if sensitivity <= 0:
             raise ValueError(f"sensitivity must be > 0 (got {sensitivity})")
         if max_loss is not None and not max_loss > 0:
