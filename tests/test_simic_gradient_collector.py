@@ -47,11 +47,22 @@ def test_gradient_collector_empty():
     assert stats['has_exploding'] is False
 
 
-def test_gradient_collector_uses_foreach():
-    """Verify _foreach_norm is used when available (PyTorch 2.9+)."""
-    # This test documents the expected implementation
-    import torch
-    assert hasattr(torch, '_foreach_norm'), "PyTorch 2.9 _foreach_norm required"
+def test_gradient_collector_uses_foreach(monkeypatch):
+    """The collector computes its per-tensor norms with one fused `torch._foreach_norm` call, and only when asked."""
+    calls = []
+    real = torch._foreach_norm
+
+    def counting(tensors, *args, **kwargs):
+        calls.append(len(tensors))
+        return real(tensors, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "_foreach_norm", counting)
+    m = nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3))
+    m(torch.randn(5, 6)).pow(2).sum().backward()
+    SeedGradientCollector(use_foreach=True).collect(list(m.parameters()))
+    assert calls == [4]  # one call for the four gradients
+    SeedGradientCollector(use_foreach=False).collect(list(m.parameters()))
+    assert calls == [4]  # the fallback does not call it
 
 
 def _model_with_grads():

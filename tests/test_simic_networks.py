@@ -7,32 +7,24 @@ import torch.nn as nn
 from esper.leyline import HEAD_NAMES, factored_head_sizes
 
 
-def test_recurrent_actor_critic_has_layernorm():
-    """RecurrentActorCritic should have LayerNorm on LSTM output."""
-    import torch.nn as nn
-    from esper.simic.networks import RecurrentActorCritic
-
-    network = RecurrentActorCritic(state_dim=10, action_dim=4)
-
-    # Should have lstm_ln attribute
-    assert hasattr(network, 'lstm_ln'), "RecurrentActorCritic should have lstm_ln"
-    assert isinstance(network.lstm_ln, nn.LayerNorm), "lstm_ln should be LayerNorm"
-
-    # LayerNorm should match LSTM hidden dim
-    assert network.lstm_ln.normalized_shape[0] == network.lstm_hidden_dim
-
-
-def test_layernorm_is_applied_to_lstm_output():
-    """The heads read normalised LSTM output: scaling the LSTM's output weights changes nothing downstream."""
+def test_the_heads_read_the_layer_normalised_lstm_output():
+    """Actor and critic read the LSTM's output through `lstm_ln`: a LayerNorm over the LSTM's width, and what it
+    returns is what the heads see (replace its output and both heads' outputs follow)."""
     from esper.simic.networks import RecurrentActorCritic
     torch.manual_seed(0)
     net = RecurrentActorCritic(state_dim=6, action_dim=3, hidden_dim=16, lstm_hidden_dim=8)
+    assert isinstance(net.lstm_ln, nn.LayerNorm) and net.lstm_ln.normalized_shape == (8,)
     x = torch.randn(2, 5, 6)
-    seen = {}
-    net.lstm_ln.register_forward_hook(lambda m, i, o: seen.setdefault("out", o))
-    net(x)
-    out = seen["out"]
-    assert torch.allclose(out.mean(-1), torch.zeros(2, 5), atol=1e-5)
+    logits, values, _ = net(x)
+    features = torch.randn(2, 5, 8)
+    handle = net.lstm_ln.register_forward_hook(lambda m, i, o: features)
+    try:
+        swapped_logits, swapped_values, _ = net(x)
+    finally:
+        handle.remove()
+    assert torch.allclose(swapped_values, net.critic(features).squeeze(-1))
+    assert all(torch.allclose(swapped_logits[k], v) for k, v in net.actor(features).items())
+    assert not torch.allclose(swapped_values, values)
 
 
 def test_orthogonal_init_gains():
