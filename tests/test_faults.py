@@ -198,3 +198,17 @@ def test_json_outputs_are_strict(tmp_path, capsys):
     from esper.leyline.files import write_json_atomic
     write_json_atomic(tmp_path / "x.json", {"loss": float("nan"), "best": [float("inf"), 1.0]})
     assert strict_json(tmp_path / "x.json") == {"loss": None, "best": [None, 1.0]}
+
+
+# --- class 5: advice and refusals that hold for the whole run --------------------------------------------------------
+
+def test_resume_past_a_part_batch_is_refused_not_called_complete(tmp_path, capsys):
+    "A run whose last batch was cut short by its own --n-episodes cannot grow: say so, not 'already complete'."
+    save = tmp_path / "agent.pt"
+    assert main(PPO + ["--n-episodes", "1", "--save", str(save)]) == 0  # one episode of a two-episode batch
+    capsys.readouterr()
+    assert main(PPO + ["--n-episodes", "2", "--save", str(save), "--resume", str(save)]) == 1
+    out = capsys.readouterr()
+    line = one_line(out.err)
+    assert "part batch (1 episodes, 2 per update)" in line and "cannot continue to --n-episodes 2" in line, line
+    assert "already complete" not in out.out

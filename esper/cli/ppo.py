@@ -62,6 +62,11 @@ def _completed(args, epu: int) -> str | None:
     if int(trainer["batches_done"]) < math.ceil(args.episodes / epu):
         return None
     done = trainer["history"][-1]["episodes"] if trainer["history"] else 0
+    if done < args.episodes:  # its last batch was cut short by its own --n-episodes: no batch can follow it
+        raise ValueError(
+            f"the run ended with a part batch ({done} episodes, {epu} per update), so it cannot continue to "
+            f"--n-episodes {args.episodes}; a run meant to be continued asks for a multiple of {epu} episodes"
+        )
     return (
         f"esper-train ppo: the run in {args.resume} is already complete ({done} episodes done, "
         f"--n-episodes {args.episodes}); nothing to do"
