@@ -17,9 +17,9 @@ from esper.cli import (
     add_telemetry_arguments,
     check_data_dir,
     guarded_outputs,
-    nonneg_int,
     positive_float,
     positive_int,
+    seed_int,
 )
 from ..leyline.files import check_output_dir, save_figure_atomic, write_json_atomic
 from ..leyline import TelemetryEvent, LIFECYCLE_EVENTS
@@ -119,6 +119,8 @@ def run_heuristic(
 # %% ../../nbs/cli/02_heuristic.ipynb #0a0a95b5
 def add_parser(subparsers) -> None:
     "Register `esper-train heuristic`."
+    from esper.cli import SEED_MAX, seed_span_error
+
     p = subparsers.add_parser(
         "heuristic",
         help="grow hosts with the heuristic controller",
@@ -130,13 +132,19 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--slots", nargs="+", default=None, metavar="SLOT", help="slots to enable, e.g. block1 block2 (default: all)"
     )
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the first episode (default: 0)")
+    p.add_argument(
+        "--seed",
+        type=seed_int,
+        default=0,
+        help=f"seed of the first episode, in [0, {SEED_MAX}]; episode i uses seed + i (default: 0)",
+    )
     p.add_argument("--out", default="runs/heuristic", help="output folder (default: runs/heuristic)")
     p.add_argument("--host-lr", type=positive_float, default=0.01, help="host SGD learning rate (default: 0.01)")
     p.add_argument("--seed-lr", type=positive_float, default=0.05, help="seed SGD learning rate (default: 0.05)")
     p.add_argument("--blend-epochs", type=positive_int, default=5, help="epochs of the alpha ramp (default: 5)")
     p.add_argument("--no-progress", action="store_true", help="no per-episode lines")
     add_telemetry_arguments(p)
+    p.checks.append(lambda a: seed_span_error("--seed", a.seed, a.episodes, f"--episodes {a.episodes}"))
     p.set_defaults(run=run)
 
 
