@@ -108,7 +108,7 @@ def test_population_flag_trains_the_batch_as_one_population_and_refuses_what_it_
     assert "as one population" not in capsys.readouterr().out
     assert main(["ppo", "--population", "on", "--n-episodes", "1", "--max-epochs", "2"]) == 2
     assert capsys.readouterr().err.strip() == "esper-train ppo: error: --population on needs --vectorized"
-    assert main(base + ["--population", "on", "--workers", "1"]) == 1
+    assert main(base + ["--population", "on", "--workers", "1"]) == 2  # refused before any work
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "without workers" in err[0], err
     assert main(base + ["--device", "cuda:7" if not __import__("torch").cuda.is_available() else "nonsense"]) == 2
