@@ -142,3 +142,33 @@ def test_missing_cifar10_advice_works_as_written_for_every_job(job, argv, tmp_pa
     monkeypatch.setattr(esper.tasks, "get_task", lambda *a, **k: calls.append((a, k)))
     exec(command.group(1), {})
     assert calls == [(("cifar10",), {"data_dir": str(data), "download": True})]
+
+
+def _bench_learning():
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    sys.path.insert(0, str(bench))  # the script imports its sibling stoppable_pool
+    try:
+        spec = importlib.util.spec_from_file_location("bench_learning_flags", bench / "bench_learning.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(bench))
+    return module
+
+
+@pytest.mark.parametrize("flags, line", [
+    (["--train-seeds", str(SEED_MAX - 1), "--episodes", "4"], f"--train-seeds {SEED_MAX - 1} with --episodes 4 uses "),
+    (["--eval-seeds", str(2**32)], "argument --eval-seeds: must be in"),
+    (["--curve-seeds", str(2**32)], "argument --curve-seeds: must be in"),
+])
+def test_bench_learning_seeds_fit_for_the_whole_run(flags, line, tmp_path, capsys):
+    bl = _bench_learning()
+    with pytest.raises(SystemExit) as e:
+        bl.resolve_args(bl.build_parser(), [*flags, "--out", str(tmp_path / "bl")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and line in err[0], err
+    assert not (tmp_path / "bl").exists()  # refused before the output folder is made
