@@ -16,6 +16,8 @@ import time
 import numpy as np
 import torch
 
+from esper.cli import seed_int
+
 HP = dict(n_envs=8, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8, clip=0.2, lr=1e-3)
 
 
@@ -94,7 +96,7 @@ def summarize(curve, total_steps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=100_000)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1])
     ap.add_argument("--out", default="/tmp/cartpole_curves.json")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()

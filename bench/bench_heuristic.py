@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from esper.cli import seed_int
 from esper.tasks import get_task
 from esper.tamiyo import EpisodeConfig, HeuristicTamiyo, run_episode
 from esper.tamiyo.baselines import StaticTamiyo as Static
@@ -17,7 +18,7 @@ from esper.tamiyo.baselines import StaticTamiyo as Static
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--max-epochs", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None)

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from esper.cli import OneLineParser, nonneg_int, positive_float, positive_int
+from esper.cli import OneLineParser, nonneg_int, positive_float, positive_int, seed_int, seed_span_error
 from esper.leyline.files import save_figure_atomic, write_json_atomic, write_text_atomic
 from esper.simic.checkpoint import read_checkpoint
 from esper.cli.compare import make_controller, mean_ci95
@@ -103,14 +103,14 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-batches", type=nonneg_int, default=None,
       help="training batches per epoch, 0 = every batch (short: 30, full: every batch)")
     a("--n-envs", type=positive_int, default=None, help="episodes per PPO update, stepped in lockstep (preset: 8)")
-    a("--train-seeds", type=nonneg_int, nargs="+", default=[0, 1, 2, 3, 4],
+    a("--train-seeds", type=seed_int, nargs="+", default=[0, 1, 2, 3, 4],
       help="PPO run seeds, one policy each; run k trains on task seeds k .. k + episodes / G - 1, G the "
            "--episodes-per-task-seed (default: 0 1 2 3 4)")
-    a("--eval-seeds", type=nonneg_int, nargs="+", default=None,
+    a("--eval-seeds", type=seed_int, nargs="+", default=None,
       help="held-out task seeds of the final evaluation (short: 2000-2004; full: those and 3000-3009, since five "
            "seeds priced a second blueprint at a tenth of its cost on fifteen). Not 1000-1009: those are the tuning "
            "seeds, so results on them are not held out")
-    a("--curve-seeds", type=nonneg_int, nargs="+", default=[1000, 1001],
+    a("--curve-seeds", type=seed_int, nargs="+", default=[1000, 1001],
       help="task seeds of the learning-curve evaluations during training (default: 1000 1001)")
     a("--eval-every", type=positive_int, default=16,
       help="training episodes between learning-curve evaluations; the last update is always evaluated (default: 16)")
@@ -241,6 +241,11 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         if repeated: ap.error(f"--{flag.replace('_', '-')} repeats {repeated}")
     both = sorted(set(args.eval_seeds) & set(args.curve_seeds))
     if both: ap.error(f"task seeds {both} are both --eval-seeds and --curve-seeds; keep the evaluation held out")
+    for k in args.train_seeds:  # run k plays task seeds k .. k + (episodes - 1) // G: each must be a seed
+        why = f"--episodes {args.episodes}" + (f" and --episodes-per-task-seed {args.episodes_per_task_seed}"
+                                               if args.episodes_per_task_seed > 1 else "")
+        line = seed_span_error("--train-seeds", k, (args.episodes - 1) // args.episodes_per_task_seed + 1, why)
+        if line: ap.error(line)
     used = training_task_seeds(args.train_seeds, args.episodes, args.episodes_per_task_seed)
     for flag in ("eval_seeds", "curve_seeds"):
         seen = sorted(set(getattr(args, flag)) & used)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from esper.cli import seed_int
 from esper.leyline.files import write_json_atomic
 from esper.cli.compare import mean_ci95
 from esper.simic.gym_env import GrowthEnv
@@ -139,8 +140,8 @@ def main():
     p.add_argument("--preset", choices=sorted(PRESETS), default="short", help="episode length and batches per epoch")
     p.add_argument("--episodes", type=int, default=160,
                    help="training episodes per seed (rounded up to a multiple of 4)")
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4], help="training seeds")
-    p.add_argument("--eval-seeds", type=int, nargs="+", default=[2000, 2001, 2002, 2003, 2004],
+    p.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1, 2, 3, 4], help="training seeds")
+    p.add_argument("--eval-seeds", type=seed_int, nargs="+", default=[2000, 2001, 2002, 2003, 2004],
                    help="held-out task seeds")
     p.add_argument("--out", default="runs/bench_maskable_ppo.json", help="JSON with the config, curves and results")
     args = p.parse_args()

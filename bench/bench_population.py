@@ -23,7 +23,7 @@ from functools import partial
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from esper.cli import OneLineParser, nonneg_int, positive_int
+from esper.cli import OneLineParser, nonneg_int, positive_int, seed_int
 from esper.leyline.files import write_json_atomic
 from esper.simic.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
@@ -116,7 +116,7 @@ def main(argv: list[str]|None=None) -> None:
     ap.add_argument("--max-epochs", type=positive_int, default=15, help="epochs per episode (default: 15)")
     ap.add_argument("--max-batches", type=nonneg_int, default=30, help="batches per epoch, 0 = all (default: 30)")
     ap.add_argument("--repeats", type=positive_int, default=2, help="measurements per path and K (default: 2)")
-    ap.add_argument("--seed", type=nonneg_int, default=0, help="trainer seed (default: 0)")
+    ap.add_argument("--seed", type=seed_int, default=0, help="trainer seed (default: 0)")
     ap.add_argument("--group-sizes", type=positive_int, nargs="*", default=[],
                     help="first measure the stacked step against the plain one for these group sizes (default: none)")
     ap.add_argument("--count-ops", type=positive_int, nargs="*", default=[], metavar="K",

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from stoppable_pool import stoppable_pool, stops_in_one_line
+from esper.cli import seed_int
 
 VARIANTS = ("flat", "factored", "bootstrap", "nogate", "noprob", "rent02", "rent0")
 #: The rent weight of each rent variant (the others use `RewardConfig()`).
@@ -116,7 +117,7 @@ def collect(folder: str, summary: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="PPO run seeds")
+    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1, 2], help="PPO run seeds")
     ap.add_argument("--episodes", type=int, default=160,
                     help="training episodes per run; entropy anneals 0.05 -> 0.01 over the first 3/4 (default: 160)")
     ap.add_argument("--workers", type=int, default=os.cpu_count(), help="processes (one run each)")

@@ -215,10 +215,16 @@ def _kill_left_runs():
             proc.communicate()
 
 
+def _default_signals() -> None:
+    "In a started run: SIGINT and SIGTERM as a terminal gives them, even where this suite runs with them ignored."
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # a background job of a script inherits SIGINT ignored
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _esper(*argv: str, **kw) -> subprocess.Popen:
     code = "import sys; from esper.cli import main; sys.exit(main(sys.argv[1:]))"
     _STARTED.append(subprocess.Popen([sys.executable, "-c", code, *argv], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, env=ENV, **kw))
+                                     stderr=subprocess.PIPE, text=True, env=ENV, preexec_fn=_default_signals, **kw))
     return _STARTED[-1]
 
 

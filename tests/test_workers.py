@@ -71,7 +71,15 @@ def test_a_killed_worker_is_reported_not_waited_for():
     assert _no_workers_left(pool)
 
 
-def test_ctrl_c_stops_every_worker_and_keeps_the_last_checkpoint(tmp_path):
+@pytest.fixture
+def ctrl_c_raises():
+    "Ctrl-C raises KeyboardInterrupt here, as in a terminal, even where the suite runs with SIGINT ignored (a background job)."
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_stops_every_worker_and_keeps_the_last_checkpoint(tmp_path, ctrl_c_raises):
     path = tmp_path / "agent.pt"
     def ctrl_c_in_second_batch(agent, rec):
         if rec["batch"] < 2: return

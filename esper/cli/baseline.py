@@ -19,10 +19,10 @@ from esper.cli import (
     add_telemetry_arguments,
     check_data_dir,
     guarded_outputs,
-    nonneg_int,
     positive_float,
     positive_int,
     refuse_earlier_results,
+    seed_int,
 )
 from ..leyline.files import OutputError, check_output_dir, figure_bytes, json_text, write_files_atomic
 from ..leyline import TelemetryEvent
@@ -199,6 +199,8 @@ def baseline_files(
 # %% ../../nbs/cli/01_baseline.ipynb #ea1eb601
 def add_parser(subparsers) -> None:
     "Register `esper-train baseline`."
+    from esper.cli import SEED_MAX
+
     p = subparsers.add_parser(
         "baseline",
         help="train a static host (no seeds) and record its accuracy",
@@ -206,7 +208,7 @@ def add_parser(subparsers) -> None:
     )
     add_task_arguments(p)
     p.add_argument("--epochs", type=positive_int, default=30, help="training epochs (default: 30)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default: 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help=f"random seed in [0, {SEED_MAX}] (default: 0)")
     p.add_argument("--out", default="runs/baseline", help="output folder (default: runs/baseline)")
     p.add_argument("--lr", type=positive_float, default=0.05, help="SGD learning rate (default: 0.05)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="batch size (default: 64)")

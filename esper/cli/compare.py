@@ -19,7 +19,7 @@ from esper.cli import (
     add_task_arguments,
     check_data_dir,
     guarded_outputs,
-    nonneg_int,
+    seed_int,
     positive_int,
     refuse_earlier_results,
 )
@@ -268,6 +268,9 @@ def comparison_files(
 # %% ../../nbs/cli/04_compare.ipynb #a7899598
 def add_parser(subparsers) -> None:
     "Register `esper-train compare`."
+    from esper.cli import SEED_MAX
+    from esper.leyline import BLUEPRINTS
+
     p = subparsers.add_parser(
         "compare",
         help="compare static, random, heuristic and PPO controllers on the same seeds",
@@ -285,6 +288,7 @@ def add_parser(subparsers) -> None:
         "--fixed-rule",
         nargs="+",
         default=list(DEFAULT_FIXED_RULE),
+        choices=BLUEPRINTS,
         metavar="BLUEPRINT",
         help="blueprints the 'fixed' controller germinates in slot order, each advanced and fossilized "
         "as soon as its gates allow (default: conv_heavy)",
@@ -296,7 +300,9 @@ def add_parser(subparsers) -> None:
         "(default: each seed after the last one is fossilized)",
     )
     p.add_argument("--checkpoint", default=None, help="PPO checkpoint written by `esper-train ppo --save`")
-    p.add_argument("--seeds", type=nonneg_int, nargs="+", default=[0, 1, 2], help="seeds (default: 0 1 2)")
+    p.add_argument(
+        "--seeds", type=seed_int, nargs="+", default=[0, 1, 2], help=f"seeds in [0, {SEED_MAX}] (default: 0 1 2)"
+    )
     p.add_argument("--max-epochs", type=positive_int, default=20, help="epochs per episode (default: 20)")
     p.add_argument(
         "--max-batches",
@@ -321,7 +327,27 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
     add_overwrite_argument(p)
+    p.checks.append(_compare_flags_error)
     p.set_defaults(run=run)
+
+
+def _compare_flags_error(args) -> str | None:
+    "The one-line error for a flag of `esper-train compare` that has no effect as combined (None: all are used)."
+    for flag in ("controllers", "seeds"):
+        values = getattr(args, flag) or []
+        repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
+        if repeated:
+            return f"--{flag} repeats {' '.join(map(str, repeated))}: each is run once; drop the repeats"
+    controllers = args.controllers or ()
+    if args.controllers is not None and "fixed" not in controllers:
+        if args.fixed_rule != list(DEFAULT_FIXED_RULE) or args.fixed_concurrent:
+            flag = "--fixed-rule" if args.fixed_rule != list(DEFAULT_FIXED_RULE) else "--fixed-concurrent"
+            return f"{flag} sets the 'fixed' controller, which --controllers leaves out; add fixed to --controllers"
+    if args.controllers is not None and args.checkpoint is not None and "ppo" not in controllers:
+        return f"--checkpoint {args.checkpoint} is the 'ppo' controller's, which --controllers leaves out; add ppo"
+    if "ppo" in controllers and args.checkpoint is None:
+        return "--controllers ppo needs --checkpoint PATH (a file written by esper-train ppo --save)"
+    return None
 
 
 def run(args) -> int:

@@ -18,10 +18,10 @@ from esper.cli import (
     add_telemetry_arguments,
     check_data_dir,
     guarded_outputs,
-    nonneg_int,
     positive_float,
     positive_int,
     refuse_earlier_results,
+    seed_int,
 )
 from ..leyline.files import OutputError, check_output_dir, figure_bytes, json_text, write_files_atomic
 from ..leyline import TelemetryEvent, LIFECYCLE_EVENTS
@@ -139,6 +139,8 @@ def heuristic_files(
 # %% ../../nbs/cli/02_heuristic.ipynb #0a0a95b5
 def add_parser(subparsers) -> None:
     "Register `esper-train heuristic`."
+    from esper.cli import SEED_MAX, seed_span_error
+
     p = subparsers.add_parser(
         "heuristic",
         help="grow hosts with the heuristic controller",
@@ -150,7 +152,12 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--slots", nargs="+", default=None, metavar="SLOT", help="slots to enable, e.g. block1 block2 (default: all)"
     )
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the first episode (default: 0)")
+    p.add_argument(
+        "--seed",
+        type=seed_int,
+        default=0,
+        help=f"seed of the first episode, in [0, {SEED_MAX}]; episode i uses seed + i (default: 0)",
+    )
     p.add_argument("--out", default="runs/heuristic", help="output folder (default: runs/heuristic)")
     p.add_argument("--host-lr", type=positive_float, default=0.01, help="host SGD learning rate (default: 0.01)")
     p.add_argument("--seed-lr", type=positive_float, default=0.05, help="seed SGD learning rate (default: 0.05)")
@@ -158,6 +165,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-progress", action="store_true", help="no per-episode lines")
     add_telemetry_arguments(p)
     add_overwrite_argument(p)
+    p.checks.append(lambda a: seed_span_error("--seed", a.seed, a.episodes, f"--episodes {a.episodes}"))
     p.set_defaults(run=run)
 
 

@@ -140,6 +140,11 @@ def prepare_outputs(args) -> str | None:
 
 def run(args) -> int:
     "Run the PPO job from parsed arguments."
+    from esper.cli.ppo_args import check_ppo_args
+
+    if (refused := check_ppo_args(args)) is not None:  # every flag in range for the whole run, and used, or no work
+        print(f"esper-train ppo: error: {refused}", file=sys.stderr)
+        return 2
     from esper.simic.vectorized import train_ppo_vectorized  # simic is imported only when PPO is asked for
     from esper.simic.training import train_ppo
     from esper.simic.config import TrainingConfig
@@ -148,25 +153,7 @@ def run(args) -> int:
     from esper.tamiyo.episode import EpisodeConfig
     from esper.tolaria import resolve_device
 
-    if args.workers is not None and not args.vectorized:
-        print("esper-train ppo: error: --workers needs --vectorized", file=sys.stderr)
-        return 2
-    if (args.lr_end is None) != (args.lr_anneal_episodes == 0):
-        print(
-            "esper-train ppo: error: --lr-end and --lr-anneal-episodes go together (the rate falls from --lr to "
-            f"--lr-end over that many episodes; got --lr-end {args.lr_end}, --lr-anneal-episodes "
-            f"{args.lr_anneal_episodes})",
-            file=sys.stderr,
-        )
-        return 2
     epu = args.n_envs if args.vectorized else args.update_every
-    if args.critic_warmup_episodes % epu:
-        print(
-            f"esper-train ppo: error: --critic-warmup-episodes {args.critic_warmup_episodes} must be a multiple of "
-            f"the episodes per update ({epu}, {'--n-envs' if args.vectorized else '--update-every'})",
-            file=sys.stderr,
-        )
-        return 2
     try:
         done_line = _completed(args, epu) if args.resume else None
     except (ValueError, FileNotFoundError) as e:

@@ -269,8 +269,9 @@ def load_cifar10_datasets(cfg: TaskConfig):
     except RuntimeError as e:
         raise TaskDataError(
             f"task 'cifar10': no intact dataset under {root / datasets.CIFAR10.base_folder} ({e}). "
-            f"Download it once on a machine with internet: get_task('cifar10', download=True) "
-            f"or `esper-train ... --download`; or point ESPER_DATA_DIR at a folder that has it"
+            'Download it once on a machine with internet: python -c "from esper.tasks import get_task; '
+            f"get_task('cifar10', data_dir={str(cfg.data_dir)!r}, download=True)\"; "
+            "or point ESPER_DATA_DIR at a folder that has it"
         ) from e
     except OSError as e:
         if e.filename is None:  # a network error while downloading
