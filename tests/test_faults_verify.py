@@ -125,7 +125,7 @@ def test_the_cli_refuses_damaged_checkpoints_in_one_line_before_any_work(tmp_pat
                      "--no-progress", *tiny, cwd=tmp_path)
     assert p.returncode == 1 and p.stdout == "", p.stdout + p.stderr  # refused before the first line of a run
     assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
-    assert p.stderr.startswith("esper-train ppo: error: --resume flipped.pt: flipped.pt is damaged: record ")
+    assert p.stderr.startswith("esper-train ppo: error: --resume: flipped.pt is damaged: record ")
     ck = torch.load(tmp_path / "run.pt", weights_only=True)
     torch.save({k: v for k, v in ck.items() if k != "config"}, tmp_path / "noconfig.pt")
     p = _esper_train("compare", "--checkpoint", "noconfig.pt", "--controllers", "ppo", "--seeds", "1", *tiny,

@@ -157,7 +157,7 @@ def run(args) -> int:
     try:
         done_line = _completed(args, epu) if args.resume else None
     except (ValueError, FileNotFoundError) as e:
-        print(f"esper-train ppo: error: --resume {args.resume}: {e}", file=sys.stderr)
+        print(f"esper-train ppo: error: --resume: {e}", file=sys.stderr)  # the message names the file
         return 1
     if done_line is not None:
         print(done_line)
@@ -190,9 +190,6 @@ def run(args) -> int:
         devices = [str(resolve_device(d)) for d in args.devices] if args.devices else None
     except (ValueError, RuntimeError) as e:
         print(f"esper-train ppo: error: --device/--devices: {e}", file=sys.stderr)
-        return 2
-    if args.population == "on" and not args.vectorized:
-        print("esper-train ppo: error: --population on needs --vectorized", file=sys.stderr)
         return 2
     on_cuda = all(d.startswith("cuda") for d in (devices or [device]))
     population, workers = placement(args.population, args.workers, args.n_envs, on_cuda)

@@ -234,7 +234,7 @@ def load_mnist1d_arrays(
 ) -> dict[str, np.ndarray]:
     "MNIST-1D arrays, generated on first use and cached as `mnist1d/mnist1d_seed{data_seed}.npz`, checked on load."
     path = Path(data_dir) / "mnist1d" / f"mnist1d_seed{data_seed}.npz"
-    elsewhere = "set ESPER_DATA_DIR (or --data-dir) to a folder you can write"
+    elsewhere = "set ESPER_DATA_DIR to a folder you can write"  # every job reads it; not every job has --data-dir
     try:
         cached = path.exists()
     except OSError as e:
