@@ -35,8 +35,8 @@ from typing import Any
 
 import torch
 
-from esper.cli import OneLineParser, nonneg_int, positive_float, positive_int, seed_int, seed_span_error
-from esper.leyline.files import save_figure_atomic, write_json_atomic, write_text_atomic
+from esper.cli import OneLineParser, earlier_results, nonneg_int, positive_float, positive_int, seed_int, seed_span_error
+from esper.leyline.files import figure_bytes, json_text, write_files_atomic, write_json_atomic
 from esper.simic.checkpoint import read_checkpoint
 from esper.cli.compare import make_controller, mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
@@ -176,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="continue each training seed from its checkpoint seed<k>/agent.pt under --out where one exists (same "
            "settings), so a run cut short, e.g. by a time limit, goes on where it stopped")
     a("--out", default=None, help="output folder (default: runs/bench_learning/<preset>)")
+    a("--overwrite", action="store_true",
+      help="replace an earlier benchmark's results and checkpoints in --out (default: refuse; --resume continues it)")
     a("--schedules", nargs="+", default=list(DEFAULT_SCHEDULES), metavar="BLUEPRINTS",
       help="fixed rules (ScheduleTamiyo), each a comma-separated list of blueprints germinated in slot order, "
            "one after the other; prefixed with concurrent: they grow side by side "
@@ -262,6 +264,13 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         with tempfile.TemporaryFile(dir=args.out): pass
     except OSError as e:
         ap.error(f"--out {args.out} is not a writable folder ({e.strerror or e})")
+    if not (args.resume or args.overwrite):  # a finished benchmark holds hours of training: never replaced by accident
+        found = earlier_results(args.out, RESULT_FILES) + sorted(
+            str(p.relative_to(args.out)) for p in args.out.glob("seed*/agent.pt"))
+        if found:
+            ap.error(f"--out {args.out} already holds an earlier benchmark ({', '.join(found[:4])}"
+                     f"{', ...' if len(found) > 4 else ''}); continue it with --resume, pass --overwrite to replace "
+                     "it, or choose another --out")
     if args.resume:  # what a resumed seed reads back is checked now, before any work, not in a worker hours later
         for k in args.train_seeds:
             try:
@@ -551,11 +560,17 @@ def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], tar
     return "\n".join(out) + "\n"
 
 
-def save_figure(fig: Any, path: Path) -> None:
-    "Write a matplotlib figure as PNG through a temporary file, then close it."
+#: The result set the benchmark writes into --out, all or nothing, once every job is done.
+RESULT_FILES = ("results.json", "table.md", "learning_curves.png", "lifecycle.png")
+
+
+def png(fig: Any) -> bytes:
+    "A matplotlib figure as the bytes of a PNG file; the figure is closed."
     import matplotlib.pyplot as plt
-    save_figure_atomic(path, fig, dpi=100)
-    plt.close(fig)
+    try:
+        return figure_bytes(fig, dpi=100)
+    finally:
+        plt.close(fig)
 
 
 def plot_learning_curves(seeds: list[dict], summary: dict[str, dict], title: str) -> Any:
@@ -722,15 +737,21 @@ def main(argv: list[str]|None=None) -> int:
     table = markdown_report(title, summary, seeds, targets, note)
     config["wall_seconds"] = time.perf_counter() - t0
 
-    write_json_atomic(args.out / "results.json", {"config": config, "summary": summary, "ppo_seeds": seeds,
-                                                  "targets": targets, "episodes": rows, "table": table})
-    write_text_atomic(args.out / "table.md", table)
-    save_figure(plot_learning_curves(seeds, summary, title), args.out / "learning_curves.png")
-    histories = {t["train_seed"]: t["history"] for t in trained}
-    save_figure(plot_lifecycle(seeds, histories, f"lifecycle decisions during training ({title})"),
-                args.out / "lifecycle.png")
     print()
-    print(table)
+    print(table, flush=True)  # on the screen first: a folder that cannot take the results loses nothing shown
+    histories = {t["train_seed"]: t["history"] for t in trained}
+    files = {
+        "results.json": json_text({"config": config, "summary": summary, "ppo_seeds": seeds, "targets": targets,
+                                   "episodes": rows, "table": table}),
+        "table.md": table,
+        "learning_curves.png": png(plot_learning_curves(seeds, summary, title)),
+        "lifecycle.png": png(plot_lifecycle(seeds, histories, f"lifecycle decisions during training ({title})")),
+    }
+    try:
+        write_files_atomic(args.out, files, stale=RESULT_FILES)
+    except OSError as e:
+        print(f"bench_learning.py: error: {e} (the table above was not saved; {kept})", file=sys.stderr)
+        return 1
     print(f"wrote {args.out / 'results.json'}, table.md, learning_curves.png, lifecycle.png "
           f"({config['wall_seconds']:.0f} s in all)")
     return 0

@@ -144,7 +144,11 @@ def main():
     p.add_argument("--eval-seeds", type=seed_int, nargs="+", default=[2000, 2001, 2002, 2003, 2004],
                    help="held-out task seeds")
     p.add_argument("--out", default="runs/bench_maskable_ppo.json", help="JSON with the config, curves and results")
+    p.add_argument("--overwrite", action="store_true", help="replace the results of an earlier run in --out")
     args = p.parse_args()
+    if Path(args.out).is_file() and not args.overwrite:  # hours of training: never replaced by accident
+        p.error(f"--out {args.out} already holds an earlier run's results; pass --overwrite to replace them, "
+                "or choose another --out")
     try:  # the results are written after training: make sure they can be, before any work starts
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=Path(args.out).parent): pass

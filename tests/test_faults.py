@@ -212,3 +212,27 @@ def test_resume_past_a_part_batch_is_refused_not_called_complete(tmp_path, capsy
     line = one_line(out.err)
     assert "part batch (1 episodes, 2 per update)" in line and "cannot continue to --n-episodes 2" in line, line
     assert "already complete" not in out.out
+
+
+def _bench_learning():
+    import importlib.util
+    import sys
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    if str(bench) not in sys.path:
+        sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
+    spec = importlib.util.spec_from_file_location("bench_learning", bench / "bench_learning.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("left", ["results.json", "seed0/agent.pt"])
+def test_a_benchmark_out_holding_a_run_is_refused_unless_resume_or_overwrite(tmp_path, capsys, left):
+    bl = _bench_learning()
+    (tmp_path / left).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / left).write_text("{}")
+    with pytest.raises(SystemExit):
+        bl.resolve_args(bl.build_parser(), ["--train-seeds", "0", "--out", str(tmp_path)])
+    line = one_line(capsys.readouterr().err)
+    assert f"--out {tmp_path} already holds an earlier benchmark ({left})" in line and "--resume" in line, line
+    assert bl.resolve_args(bl.build_parser(), ["--train-seeds", "0", "--out", str(tmp_path), "--overwrite"]).overwrite
