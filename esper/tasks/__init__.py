@@ -72,8 +72,8 @@ class TensorBatches:
         y: torch.Tensor,  # inputs and integer labels, same length
         batch_size: int,  # batch size (the last batch may be smaller)
         shuffle: bool,  # a new order on every pass
-        seed: int = 0,
-    ):  # seed of the shuffling generator (owned by this loader)
+        seed: int = 0,  # seed of the shuffling generator (owned by this loader)
+    ):
         if len(x) != len(y):
             raise ValueError(f"x and y must have the same length (got {len(x)} and {len(y)})")
         if not isinstance(batch_size, int) or batch_size < 1:
