@@ -10,13 +10,13 @@ no entropy bonus, value coef 0.5, grad clip 0.5, tanh MLPs of width 64. Time-lim
 bootstrap from the critic on both sides.
 """
 import argparse
-import json
 import time
 
 import numpy as np
 import torch
 
 from esper.cli import seed_int
+from esper.leyline.files import write_json_atomic
 
 HP = dict(n_envs=8, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8, clip=0.2, lr=1e-3)
 
@@ -114,7 +114,7 @@ def main():
         if results[name]:
             f = [r["final_mean_return_20"] for r in results[name].values()]
             print(f"{name}: final mean return (last 20 episodes) over seeds: {np.mean(f):.1f} (per seed {f})")
-    with open(args.out, "w") as fh: json.dump(results, fh)
+    write_json_atomic(args.out, results, indent=None)
     print(f"curves written to {args.out}")
 
 

@@ -13,7 +13,6 @@ Run it with OMP_NUM_THREADS=1 (the hosts are tiny; more threads only contend).
 """
 import argparse
 import cProfile
-import json
 import os
 import pstats
 import statistics
@@ -27,6 +26,7 @@ import torch
 from esper.simic.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tasks import get_task
+from esper.leyline.files import write_json_atomic
 
 # category -> (file suffix, function name[, caller file suffix, caller function]): cumulative time of that
 # function, optionally only what it spent when called from the given caller.
@@ -106,7 +106,7 @@ def main():
     res = {"torch": torch.__version__, "threads": torch.get_num_threads(), "envs": a.envs, "max_epochs": a.max_epochs,
            "max_batches": a.max_batches, "batch_size": bs, "seconds": times, "seconds_per_episode_median": med / a.envs,
            "samples_per_s_median": samples / med, "profiled_seconds": total, "breakdown_seconds": parts}
-    (out / "profile.json").write_text(json.dumps(res, indent=1))
+    write_json_atomic(out / "profile.json", res, indent=1)
     if not a.no_plot:
         import matplotlib; matplotlib.use("Agg")
         import matplotlib.pyplot as plt

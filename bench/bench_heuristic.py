@@ -5,7 +5,7 @@
 The static host runs through the very same episode runner with a controller that always waits,
 so both arms share host, optimizer, learning rate, data order and seed.
 """
-import argparse, json, os, statistics
+import argparse, statistics
 from pathlib import Path
 
 import torch
@@ -14,6 +14,7 @@ from esper.cli import seed_int
 from esper.tasks import get_task
 from esper.tamiyo import EpisodeConfig, HeuristicTamiyo, run_episode
 from esper.tamiyo.baselines import StaticTamiyo as Static
+from esper.leyline.files import write_json_atomic
 
 
 def main():
@@ -45,7 +46,7 @@ def main():
         print(f"{arm:9s}: {s['final_mean']:.1f} ± {s['final_std']:.1f}%  +{s['params_added_mean']:.0f} params  {s['s_per_epoch_mean']:.3f} s/epoch")
     if a.out:
         out = Path(a.out); out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(out.name + ".tmp"); tmp.write_text(json.dumps({"summary": summary, "runs": rows}, indent=2)); os.replace(tmp, out)
+        write_json_atomic(out, {"summary": summary, "runs": rows})
 
 
 if __name__ == "__main__":

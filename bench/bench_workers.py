@@ -12,7 +12,6 @@ its size); the script stops with an error if one does not. Writes `scaling.json`
 Run it with OMP_NUM_THREADS=1.
 """
 import argparse
-import json
 import platform
 import shlex
 import sys
@@ -26,6 +25,7 @@ from esper.simic.vectorized import train_ppo_vectorized
 from esper.simic.workers import available_cores
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tasks import get_task
+from esper.leyline.files import write_json_atomic
 
 
 def run(workers: int, a) -> tuple[float, float, list]:
@@ -109,7 +109,7 @@ def main():
     res = {"command": cmd.strip(), "machine": machine, "torch": torch.__version__, "envs": a.envs, "batches": a.batches,
            "max_epochs": a.max_epochs, "max_batches": a.max_batches, "batch_size": bs, "rows": rows,
            "same_history_for_every_worker_count": True}
-    (out / "scaling.json").write_text(json.dumps(res, indent=1))
+    write_json_atomic(out / "scaling.json", res, indent=1)
     print(f"wrote {out / 'scaling.json'}")
 
 

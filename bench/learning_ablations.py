@@ -29,6 +29,7 @@ from pathlib import Path
 
 from stoppable_pool import stoppable_pool, stops_in_one_line
 from esper.cli import seed_int
+from esper.leyline.files import write_json_atomic
 
 VARIANTS = ("flat", "factored", "bootstrap", "nogate", "noprob", "rent02", "rent0")
 #: The rent weight of each rent variant (the others use `RewardConfig()`).
@@ -95,7 +96,7 @@ def run_one(variant: str, seed: int, episodes: int, out: str, env_workers: int=0
                      "foss": r.seeds_fossilized, "pruned": r.seeds_pruned})
     res = {"variant": variant, "seed": seed, "preset": "short", "train_s": train_s, "eval": rows,
            "acc": statistics.fmean(r["acc"] for r in rows)}
-    Path(out, f"short_{variant}_{seed}.json").write_text(json.dumps({"res": res, "hist": hist}, default=str))
+    write_json_atomic(Path(out, f"short_{variant}_{seed}.json"), {"res": res, "hist": hist}, indent=None)
     return res
 
 
@@ -108,7 +109,7 @@ def collect(folder: str, summary: str) -> None:
         runs.append({"variant": d["res"]["variant"], "seed": d["res"]["seed"], "eval": d["res"]["eval"],
                      "acc": d["res"]["acc"], "series": series})
     Path(summary).parent.mkdir(parents=True, exist_ok=True)
-    Path(summary).write_text(json.dumps({"tuning_seeds": list(TUNING_SEEDS), "runs": runs}, indent=0))
+    write_json_atomic(Path(summary), {"tuning_seeds": list(TUNING_SEEDS), "runs": runs}, indent=0)
     for v in VARIANTS:
         accs = [r["acc"] for r in runs if r["variant"] == v]
         if accs: print(f"{v:10s} " + " ".join(f"{a:5.1f}" for a in accs) + f"  mean {statistics.fmean(accs):.1f}")
