@@ -51,46 +51,7 @@ def placement(
         workers = 0 if population == "on" else default_workers(n_envs)
     return population == "on" or (population == "auto" and on_cuda and workers == 0), workers
 
-# %% ../../nbs/cli/03_ppo.ipynb #b2124f9b
-def _completed(args, epu: int) -> str | None:
-    "With --resume: the line to print when the checkpoint already holds every episode asked for (None otherwise)."
-    from esper.simic.checkpoint import read_checkpoint
-
-    trainer = read_checkpoint(args.resume).get("trainer")
-    if trainer is None or trainer["config"].get("episodes_per_update") != epu:
-        return None  # not a trainer checkpoint, or another run: the trainer's own checks say so
-    if int(trainer["batches_done"]) < math.ceil(args.episodes / epu):
-        return None
-    done = trainer["history"][-1]["episodes"] if trainer["history"] else 0
-    if done < args.episodes:  # its last batch was cut short by its own --n-episodes: no batch can follow it
-        raise ValueError(
-            f"the run ended with a part batch ({done} episodes, {epu} per update), so it cannot continue to "
-            f"--n-episodes {args.episodes}; a run meant to be continued asks for a multiple of {epu} episodes"
-        )
-    return (
-        f"esper-train ppo: the run in {args.resume} is already complete ({done} episodes done, "
-        f"--n-episodes {args.episodes}); nothing to do"
-    )
-
-
-def _stopped_line(e: KeyboardInterrupt, save: str | None) -> tuple[str, int]:
-    "The one line (and exit status) for a run stopped by Ctrl-C or SIGTERM."
-    word, status = interrupt_status(e)
-    done = getattr(e, "episodes_done", None)
-    line = f"esper-train ppo: {word}" + (f" at episode {done}" if done is not None else "")
-    checkpoint = getattr(e, "checkpoint", None)
-    if checkpoint:
-        line += (
-            f"; checkpoint saved to {checkpoint} ({e.episodes_saved} episodes), "
-            f"resume with the same command and --resume {checkpoint}"
-        )
-    elif save:
-        line += f"; no checkpoint was written to {save} yet"
-    else:
-        line += "; nothing was saved (--save PATH keeps a checkpoint)"
-    return line, status
-
-
+# %% ../../nbs/cli/03_ppo.ipynb #f462c2b4
 #: Events the trainer emits once per batch with the batch's index as `step`: the last of them ends a batch.
 BATCH_END_EVENTS = frozenset(
     {
@@ -136,6 +97,45 @@ def prepare_outputs(args) -> str | None:
     return (
         f"telemetry: {cut} events after the checkpoint's batch {batches} cut from {args.telemetry_dir}" if cut else None
     )
+
+# %% ../../nbs/cli/03_ppo.ipynb #b2124f9b
+def _completed(args, epu: int) -> str | None:
+    "With --resume: the line to print when the checkpoint already holds every episode asked for (None otherwise)."
+    from esper.simic.checkpoint import read_checkpoint
+
+    trainer = read_checkpoint(args.resume).get("trainer")
+    if trainer is None or trainer["config"].get("episodes_per_update") != epu:
+        return None  # not a trainer checkpoint, or another run: the trainer's own checks say so
+    if int(trainer["batches_done"]) < math.ceil(args.episodes / epu):
+        return None
+    done = trainer["history"][-1]["episodes"] if trainer["history"] else 0
+    if done < args.episodes:  # its last batch was cut short by its own --n-episodes: no batch can follow it
+        raise ValueError(
+            f"the run ended with a part batch ({done} episodes, {epu} per update), so it cannot continue to "
+            f"--n-episodes {args.episodes}; a run meant to be continued asks for a multiple of {epu} episodes"
+        )
+    return (
+        f"esper-train ppo: the run in {args.resume} is already complete ({done} episodes done, "
+        f"--n-episodes {args.episodes}); nothing to do"
+    )
+
+
+def _stopped_line(e: KeyboardInterrupt, save: str | None) -> tuple[str, int]:
+    "The one line (and exit status) for a run stopped by Ctrl-C or SIGTERM."
+    word, status = interrupt_status(e)
+    done = getattr(e, "episodes_done", None)
+    line = f"esper-train ppo: {word}" + (f" at episode {done}" if done is not None else "")
+    checkpoint = getattr(e, "checkpoint", None)
+    if checkpoint:
+        line += (
+            f"; checkpoint saved to {checkpoint} ({e.episodes_saved} episodes), "
+            f"resume with the same command and --resume {checkpoint}"
+        )
+    elif save:
+        line += f"; no checkpoint was written to {save} yet"
+    else:
+        line += "; nothing was saved (--save PATH keeps a checkpoint)"
+    return line, status
 
 
 def run(args) -> int:
