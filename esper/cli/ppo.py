@@ -64,7 +64,7 @@ BATCH_END_EVENTS = frozenset(
 
 
 def prepare_outputs(args) -> str | None:
-    "Refuse outputs an earlier run holds (unless --overwrite), and line a resumed run's telemetry up with its checkpoint."
+    "Refuse what an earlier run left (unless --overwrite); cut a resumed run's telemetry back to its checkpoint."
     from esper.simic.checkpoint import read_checkpoint
 
     same = (

@@ -85,7 +85,7 @@ def rewind_telemetry(
     telemetry_dir: str | Path,  # a folder written by `make_hub`
     through: Callable[[TelemetryEvent], bool],  # true for the events that mark how far the run is kept
 ) -> int:
-    "Cut `events.jsonl` after the last event `through` accepts and rebuild `tensorboard/` from what is kept; the events cut."
+    "Cut `events.jsonl` after the last event `through` accepts, rebuild `tensorboard/` from the rest; the events cut."
     from esper.nissa.backends import (
         TensorBoardBackend,
     )  # here: the TensorBoard import is costly, and most readers never rewind
