@@ -56,7 +56,7 @@ def flat_to_op(
 ) -> tuple[LifecycleOp, str | None]:
     "Decode a flat action into its lifecycle op and blueprint name (None unless germinating)."
     a = FlatAction(action)
-    if FlatAction.GERMINATE_NORM <= a <= FlatAction.GERMINATE_ATTENTION:
+    if FlatAction.GERMINATE_NORM <= a < FlatAction.GERMINATE_NORM + len(BLUEPRINTS):
         return LifecycleOp.GERMINATE, BLUEPRINTS[a - FlatAction.GERMINATE_NORM]
     return {
         FlatAction.WAIT: LifecycleOp.WAIT,

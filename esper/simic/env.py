@@ -89,7 +89,7 @@ def decode_action(
     return TamiyoAction(op, slot, reason="policy")
 
 
-_GERMINATE_FLAT = range(FlatAction.GERMINATE_NORM, FlatAction.GERMINATE_ATTENTION + 1)
+_GERMINATE_FLAT = range(FlatAction.GERMINATE_NORM, FlatAction.GERMINATE_NORM + len(BLUEPRINTS))  # one per blueprint
 
 
 def offer_blueprint(
