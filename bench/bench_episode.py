@@ -23,6 +23,7 @@ from pathlib import Path
 
 import torch
 
+from esper.cli import earlier_results
 from esper.simic.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tasks import get_task
@@ -80,11 +81,16 @@ def main():
     p.add_argument("--max-batches", type=int, default=30)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--out", default="bench/results/episode")
+    p.add_argument("--overwrite", action="store_true", help="replace the figures an earlier run left in --out")
     p.add_argument("--no-plot", action="store_true")
     a = p.parse_args()
     for name in ("envs", "max_epochs", "max_batches", "repeats"):
         if getattr(a, name) < 1: sys.exit(f"bench_episode: --{name.replace('_', '-')} must be >= 1 (got {getattr(a, name)})")
     out = Path(a.out)
+    found = earlier_results(out, ("profile.json", "profile.png"))
+    if found and not a.overwrite:  # measured figures are never replaced by accident
+        sys.exit(f"bench_episode: --out {out} already holds an earlier run's figures ({', '.join(found)}); "
+                 "pass --overwrite to replace them, or choose another --out")
     try:
         out.mkdir(parents=True, exist_ok=True); tempfile.TemporaryFile(dir=out).close()
     except OSError as e: sys.exit(f"bench_episode: cannot write to --out {out}: {e.strerror or e}")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from esper.cli import earlier_results
 from esper.simic.vectorized import train_ppo_vectorized
 from esper.simic.workers import available_cores
 from esper.tamiyo.episode import EpisodeConfig
@@ -69,12 +70,16 @@ def main():
                    help="also run k independent single-process trainings at once for each worker count k: the "
                         "machine's own scaling for this work, the ceiling for the pool")
     p.add_argument("--out", default="nbs/results/bench_workers")
+    p.add_argument("--overwrite", action="store_true", help="replace the figures an earlier run left in --out")
     a = p.parse_args()
     if a.batches < 2: sys.exit(f"bench_workers: --batches must be >= 2 (got {a.batches}): the steady state needs two updates")
     for name in ("envs", "max_epochs", "max_batches"):
         if getattr(a, name) < 1: sys.exit(f"bench_workers: --{name.replace('_', '-')} must be >= 1 (got {getattr(a, name)})")
     if any(w < 1 for w in a.workers): sys.exit(f"bench_workers: --workers must all be >= 1 (got {a.workers})")
     out = Path(a.out)
+    if earlier_results(out, ("scaling.json",)) and not a.overwrite:  # measured figures: never replaced by accident
+        sys.exit(f"bench_workers: --out {out} already holds an earlier run's figures (scaling.json); "
+                 "pass --overwrite to replace them, or choose another --out")
     try:
         out.mkdir(parents=True, exist_ok=True); tempfile.TemporaryFile(dir=out).close()
     except OSError as e: sys.exit(f"bench_workers: cannot write to --out {out}: {e.strerror or e}")

@@ -236,3 +236,17 @@ def test_a_benchmark_out_holding_a_run_is_refused_unless_resume_or_overwrite(tmp
     line = one_line(capsys.readouterr().err)
     assert f"--out {tmp_path} already holds an earlier benchmark ({left})" in line and "--resume" in line, line
     assert bl.resolve_args(bl.build_parser(), ["--train-seeds", "0", "--out", str(tmp_path), "--overwrite"]).overwrite
+
+
+@pytest.mark.parametrize("script, left", [("bench_workers.py", "scaling.json"), ("bench_episode.py", "profile.json")])
+def test_measured_figures_are_never_replaced_by_accident(tmp_path, script, left):
+    import subprocess
+    import sys
+    (tmp_path / left).write_text('{"measured": true}')
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    p = subprocess.run([sys.executable, str(bench / script), "--out", str(tmp_path)], capture_output=True, text=True,
+                       env=os.environ | {"OMP_NUM_THREADS": "1"}, timeout=120)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    line = one_line(p.stderr)
+    assert f"--out {tmp_path} already holds an earlier run's figures ({left}" in line and "--overwrite" in line, line
+    assert (tmp_path / left).read_text() == '{"measured": true}'
