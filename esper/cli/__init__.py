@@ -207,9 +207,7 @@ def add_overwrite_argument(p: argparse.ArgumentParser) -> None:
 
 def earlier_results(
     path: str | os.PathLike,  # an output file, or an output folder
-    names: tuple[
-        str, ...
-    ] = (),  # for a folder: the entries of a run's result set (files, or folders that count when not empty)
+    names: tuple[str, ...] = (),  # for a folder: its result set's entries (a folder counts when not empty)
 ) -> list[str]:
     "What an earlier run left at `path`: the file itself, or the entries of `names` that the folder holds."
     path = Path(path).expanduser()
