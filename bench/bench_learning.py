@@ -40,7 +40,10 @@ from esper.leyline.files import figure_bytes, json_text, write_files_atomic, wri
 from esper.simic.checkpoint import read_checkpoint
 from esper.cli.compare import make_controller, mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
+from esper.simic.config import TrainingConfig
+from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem
 from esper.simic.rewards import RewardConfig
+from esper.simic.run_settings import RunSettings
 from esper.simic.seed_management import episode_seed
 from esper.simic.vectorized import train_ppo_vectorized
 from esper.tamiyo.baselines import ScheduleTamiyo
@@ -371,34 +374,37 @@ def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
     resume = setup["resume"] and checkpoint.exists()
     if not resume and (folder / "clock.json").exists(): (folder / "clock.json").unlink()
     probe = CurveProbe(setup, folder / "clock.json")
-    _, history = train_ppo_vectorized(
-        n_episodes=setup["episodes"],
-        n_envs=setup["n_envs"],
-        max_epochs=setup["max_epochs"],
-        task=TASK,
-        seed=train_seed,
-        save_path=str(checkpoint),
-        resume=str(checkpoint) if resume else None,
-        episode_config=EpisodeConfig(max_batches=setup["max_batches"], lr_schedule=setup["lr_schedule"],
-                                     param_budget=setup["param_budget"]),
-        on_update=probe,
-        workers=setup["env_workers"],
-        reward_config=reward_config(setup),
-        episodes_per_task_seed=setup["episodes_per_task_seed"],
-        group_baseline=setup["group_baseline"],
-        blueprint_offer_episodes=setup["blueprint_offer_episodes"],
-        **setup["ppo"],
-    )
+    _, history = train_ppo_vectorized(run_settings(train_seed, setup, checkpoint, resume), on_update=probe)
     seconds = probe.elapsed()
     write_json_atomic(folder / "history.json", history)
     return {"train_seed": train_seed, "checkpoint": str(folder / "agent.pt"), "history": history,
             "train_seconds": seconds, "curve_eval_seconds": probe.seconds}
 
 
-def reward_config(setup: dict[str, Any]) -> RewardConfig|None:
-    "PPO's reward weights: RewardConfig's defaults except where the preset or a flag sets one (None: all defaults)."
+def reward_config(setup: dict[str, Any]) -> RewardConfig:
+    "PPO's reward weights: RewardConfig's defaults except where the preset or a flag sets one."
     given = {k: setup[k] for k in ("rent_weight", "contribution_weight", "unkept_weight") if setup.get(k) is not None}
-    return RewardConfig(**given) if given else None
+    return RewardConfig(**given)
+
+
+def run_settings(train_seed: int, setup: dict[str, Any], checkpoint: Path, resume: bool) -> RunSettings:
+    "The one settings object of training seed `train_seed`'s PPO run: its episodes, agent, checkpoint and workers."
+    ppo = dict(setup["ppo"])  # TrainingConfig fields, and the ramps in episodes (the run's settings)
+    ramps = {k: ppo.pop(k) for k in ("entropy_anneal_episodes", "lr_anneal_episodes") if k in ppo}
+    return RunSettings(
+        EpisodeSpec(TaskProblem(TASK, episode_config(setup)), reward_config(setup)),
+        TrainingConfig(**ppo),
+        n_episodes=setup["episodes"],
+        episodes_per_update=setup["n_envs"],
+        seed=train_seed,
+        episodes_per_task_seed=setup["episodes_per_task_seed"],
+        group_baseline=setup["group_baseline"],
+        **ramps,
+        blueprint_offer_episodes=setup["blueprint_offer_episodes"],
+        save_path=str(checkpoint),
+        resume=str(checkpoint) if resume else None,
+        workers=setup["env_workers"],
+    )
 
 
 def ppo_eval_job(train_seed: int, checkpoint: str, eval_seed: int, setup: dict[str, Any]) -> dict[str, Any]:

@@ -247,7 +247,7 @@ def test_reward_weights_are_the_presets_unless_a_flag_sets_one(tmp_path):
     weights = lambda args: bl.reward_config({"rent_weight": args.rent_weight,
                                              "contribution_weight": args.contribution_weight,
                                              "unkept_weight": args.unkept_weight})
-    assert weights(resolve("--preset", "short")) is None  # RewardConfig's defaults
+    assert weights(resolve("--preset", "short")) == bl.RewardConfig()  # RewardConfig's defaults
     full = weights(resolve("--preset", "full"))
     assert (full.rent_weight, full.contribution_weight) == (0.0, 0.1)  # a fifth of RewardConfig's payment
     set_both = weights(resolve("--preset", "short", "--contribution-weight", "0", "--rent-weight", "0.1"))

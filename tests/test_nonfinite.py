@@ -13,7 +13,7 @@ from esper.simic import env as E
 from esper.simic import parallel_env_state as P
 from esper.simic.emitters import emit_anomalies, emit_ppo_update
 from esper.simic.env import act, action_dim, state_dim
-from esper.simic.parallel_env_state import make_env_states, task_with_shuffle
+from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem, make_env_states, task_with_shuffle
 from esper.simic.ppo import PPOAgent
 from esper.simic.lockstep import PPORollout
 from esper.simic.vectorized import train_ppo_vectorized
@@ -25,7 +25,8 @@ PPO = {"n_epochs": 2, "batch_size": 8}
 
 
 def _env_after_two_epochs(env_id=3, seed=9):
-    env = make_env_states(partial(task_with_shuffle, "mnist1d"), TINY, [seed], env_ids=[env_id])[0]
+    env = make_env_states(EpisodeSpec(TaskProblem(episode=TINY, task_factory=partial(task_with_shuffle, "mnist1d"))), [seed],
+                          env_ids=[env_id])[0]
     with env.rng():
         env.obs = env.episode.reset(env.seed)
     with env.rng():

@@ -73,8 +73,6 @@ class TestHyperparameterValidation:
     ("batch_size", 3.5, r"batch_size"),
     ("hidden_dim", 0, r"hidden_dim"),
     ("lstm_hidden_dim", -4, r"lstm_hidden_dim"),
-    ("n_envs", 0, r"n_envs"),
-    ("max_epochs", 0, r"max_epochs"),
     ("anomaly_max_ratio_threshold", 0.5, r"anomaly_max_ratio_threshold must be in \(1, inf\)"),
     ("anomaly_min_ratio_threshold", 1.5, r"anomaly_min_ratio_threshold must be in \(0, 1\)"),
     ("anomaly_min_explained_variance", 2.0, r"anomaly_min_explained_variance must be in \[-1, 1\]"),
@@ -150,12 +148,20 @@ def test_config_round_trips_through_a_plain_dict():
 
 
 def test_trainers_take_one_config_or_keywords_but_not_both_disagreeing():
-    from esper.simic.run_settings import ppo_settings
+    from esper.simic.run_settings import RunSettings
+    build = lambda **kw: RunSettings.from_options("train_ppo", **kw)
     cfg = TrainingConfig(lr=1e-3, n_epochs=2)
-    built, extra = ppo_settings(None, {"lr": 1e-3}, {"n_epochs": 2, "reward_normalizer": "rn"}, "train_ppo")
-    assert built == cfg and extra == {"reward_normalizer": "rn"}
-    assert ppo_settings(cfg, {"lr": 1e-3}, None, "train_ppo")[0] == cfg
+    built = build(lr=1e-3, ppo_kwargs={"n_epochs": 2, "reward_normalizer": "rn"})
+    assert built.agent == cfg and built.agent_kwargs == {"reward_normalizer": "rn"}
+    assert build(config=cfg, lr=1e-3).agent == cfg
     with pytest.raises(ValueError, match=r"config\.n_epochs=2 and n_epochs=4"):
-        ppo_settings(cfg, {}, {"n_epochs": 4}, "train_ppo")
+        build(config=cfg, ppo_kwargs={"n_epochs": 4})
     with pytest.raises(ValueError, match="lr=0.001 and ppo_kwargs lr=0.01"):
-        ppo_settings(None, {"lr": 1e-3}, {"lr": 1e-2}, "train_ppo")
+        build(lr=1e-3, ppo_kwargs={"lr": 1e-2})
+
+
+def test_the_run_fields_of_older_configs_are_dropped():
+    "`n_envs`, `n_episodes` and `max_epochs` moved to `RunSettings`: an agent checkpoint that holds them still loads."
+    assert TrainingConfig.from_dict({"lr": 1e-3, "n_envs": 2, "n_episodes": 4, "max_epochs": 3}) == TrainingConfig(lr=1e-3)
+    with pytest.raises(TypeError):
+        TrainingConfig(n_envs=2)

@@ -10,7 +10,7 @@ from esper.nissa import TelemetryHub, check_payload
 from esper.simic import PPOAgent, RunningMeanStd
 from esper.simic import lockstep as L, vectorized as V, training as T
 from esper.simic.env import obs_to_state, state_dim, action_dim
-from esper.simic.parallel_env_state import make_env_states
+from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem, make_env_states
 from esper.simic.lockstep import PPORollout, run_lockstep
 from esper.simic.vectorized import train_ppo_vectorized
 from esper.simic.training import train_ppo, train_heuristic
@@ -79,7 +79,7 @@ def _rollout_run(factored=False, n=2, max_epochs=4, spy=None, cfg=FAST):
     nsl = 2
     agent = PPOAgent(state_dim(nsl), action_dim(nsl, factored), n_epochs=1)
     agent.obs_normalizer = RunningMeanStd((agent.state_dim,), device=agent.device)
-    envs = make_env_states(lambda s: get_task("mnist1d", shuffle_seed=s), EpisodeConfig(max_epochs=max_epochs, max_batches=3), list(range(n)))
+    envs = make_env_states(EpisodeSpec(TaskProblem("mnist1d", EpisodeConfig(max_epochs=max_epochs, max_batches=3))), list(range(n)))
     ro = (spy or PPORollout)(agent)
     run_lockstep(envs, ro.decide, ro.record)
     return agent, envs, ro

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from esper.simic.env import action_dim, state_dim
-from esper.simic.parallel_env_state import task_with_shuffle
+from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem, task_with_shuffle
 from esper.simic.ppo import PPOAgent
 from esper.simic.training_checkpoint import load_training_checkpoint
 from esper.simic.vectorized import train_ppo_vectorized
@@ -19,6 +19,7 @@ from esper.tamiyo.signals import TamiyoAction
 
 TINY = EpisodeConfig(max_epochs=3, max_batches=2)
 FACTORY = partial(task_with_shuffle, "mnist1d")
+_spec = lambda factory: EpisodeSpec(TaskProblem(episode=TINY, task_factory=factory))
 
 
 def _task_failing_on(bad_seed: int, seed: int):
@@ -51,7 +52,7 @@ def test_same_agent_and_history_for_any_worker_count():
 
 
 def test_a_worker_that_raises_names_itself_and_its_cause():
-    pool = ProcessEnvPool(2, partial(_task_failing_on, 22), TINY)
+    pool = ProcessEnvPool(2, spec=_spec(partial(_task_failing_on, 22)))
     with pytest.raises(WorkerError, match=r"env worker 1 \(envs \[1\]\) failed: RuntimeError: no data for seed 22") as ei:
         pool.run_lockstep([21, 22], _wait)
     assert "Traceback" in ei.value.worker_traceback and "\n" not in str(ei.value)
@@ -60,7 +61,7 @@ def test_a_worker_that_raises_names_itself_and_its_cause():
 
 
 def test_a_killed_worker_is_reported_not_waited_for():
-    pool = ProcessEnvPool(2, FACTORY, TINY)
+    pool = ProcessEnvPool(2, spec=_spec(FACTORY))
     def decide(envs):
         pool.procs[0].kill(); pool.procs[0].join(timeout=10)
         return _wait(envs)
@@ -107,4 +108,4 @@ def test_unpicklable_factory_is_refused_before_any_process_starts():
 
 def test_bad_worker_counts_name_the_field():
     with pytest.raises(ValueError, match="workers must be an integer >= 0"): _train(-1)
-    with pytest.raises(ValueError, match="n_workers"): ProcessEnvPool(0, FACTORY, TINY)
+    with pytest.raises(ValueError, match="n_workers"): ProcessEnvPool(0, spec=_spec(FACTORY))

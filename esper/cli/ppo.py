@@ -150,6 +150,8 @@ def run(args) -> int:
     from esper.simic.config import TrainingConfig
     from esper.simic.normalizers import RewardNormalizer
     from esper.simic.rewards import RewardConfig
+    from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem
+    from esper.simic.run_settings import RunSettings
     from esper.tamiyo.episode import EpisodeConfig
     from esper.tolaria import resolve_device
 
@@ -210,6 +212,37 @@ def run(args) -> int:
             recurrent=args.recurrent,
             fast_update=args.fast_update,
         )
+        episodes = EpisodeConfig(
+            max_epochs=args.max_epochs,
+            host=args.host,
+            max_batches=args.max_batches,
+            lr_schedule=args.lr_schedule,
+            param_budget=args.param_budget,
+        )
+        vec = args.vectorized
+        settings = RunSettings(  # the whole run, once: the trainers read every setting from here
+            EpisodeSpec(TaskProblem(args.task, episodes), RewardConfig(**rewards), tuple(devices or ()) or None),
+            config,
+            n_episodes=args.episodes,
+            episodes_per_update=epu,
+            parallel=vec,
+            device=device,
+            factored=args.factored,
+            seed=args.seed,
+            episodes_per_task_seed=args.episodes_per_task_seed,
+            group_baseline=args.group_baseline,
+            entropy_anneal_episodes=args.entropy_anneal_episodes,
+            lr_anneal_episodes=args.lr_anneal_episodes,
+            blueprint_offer_episodes=args.blueprint_offer_episodes,
+            save_path=args.save,
+            resume=args.resume,
+            checkpoint_every=args.checkpoint_every,
+            workers=workers if vec else 0,
+            backend=args.backend if vec else "process",
+            ray_address=args.ray_address if vec else None,
+            population=population,
+            agent_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else {},
+        )
         with guarded_outputs({"--telemetry-dir": args.telemetry_dir}, {"--save": args.save}):
             rewound = prepare_outputs(args)
             if rewound:
@@ -218,33 +251,6 @@ def run(args) -> int:
                 make_hub(args.telemetry_dir, args.telemetry_level, console=False)
                 if args.telemetry_dir
                 else TelemetryHub("off")
-            )
-            kw = dict(
-                n_episodes=args.episodes,
-                max_epochs=args.max_epochs,
-                device=device,
-                task=args.task,
-                config=config,
-                entropy_anneal_episodes=args.entropy_anneal_episodes,
-                lr_anneal_episodes=args.lr_anneal_episodes,
-                blueprint_offer_episodes=args.blueprint_offer_episodes,
-                factored=args.factored,
-                seed=args.seed,
-                save_path=args.save,
-                resume=args.resume,
-                checkpoint_every=args.checkpoint_every,
-                hub=hub,
-                progress=not args.no_progress,
-                episode_config=EpisodeConfig(
-                    host=args.host,
-                    max_batches=args.max_batches,
-                    lr_schedule=args.lr_schedule,
-                    param_budget=args.param_budget,
-                ),
-                reward_config=RewardConfig(**rewards) if rewards else None,
-                ppo_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else None,
-                episodes_per_task_seed=args.episodes_per_task_seed,
-                group_baseline=args.group_baseline,
             )
             try:
                 if args.vectorized:
@@ -255,17 +261,9 @@ def run(args) -> int:
                         + ("Ray actors" if args.backend == "ray" else "worker processes")
                     )
                     print(f"stepping {args.n_envs} environments {where}", flush=True)
-                    agent, hist = train_ppo_vectorized(
-                        n_envs=args.n_envs,
-                        devices=devices,
-                        workers=workers,
-                        backend=args.backend,
-                        ray_address=args.ray_address,
-                        population=population,
-                        **kw,
-                    )
+                    agent, hist = train_ppo_vectorized(settings, hub, progress=not args.no_progress)
                 else:
-                    agent, hist = train_ppo(update_every=args.update_every, **kw)
+                    agent, hist = train_ppo(settings, hub=hub, progress=not args.no_progress)
             except KeyboardInterrupt as e:  # the history beside the checkpoint matches what the checkpoint holds
                 if getattr(e, "checkpoint", None):
                     write_json_atomic(Path(str(args.save) + ".history.json"), e.history[: e.batches_saved])

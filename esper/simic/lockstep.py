@@ -12,7 +12,6 @@ from typing import Any
 
 from ..tamiyo.episode import EpisodeResult
 from .ppo import PPOAgent
-from .rewards import RewardConfig
 from .env import act
 from .parallel_env_state import ParallelEnvState
 
@@ -67,10 +66,10 @@ def run_lockstep(
 
 # %% ../../nbs/simic/24b_lockstep.ipynb #a7916541
 class PPORollout:
-    "Decides for a batch of envs with a PPOAgent and stores each step's transition with its reward."
+    "Decides for a batch of envs with a PPOAgent and stores each step's transition with the reward its env computed."
 
-    def __init__(self, agent: PPOAgent, reward_config: RewardConfig | None = None, rollback_penalty: float = 0.1):
-        self.agent, self.reward_config, self.rollback_penalty = agent, reward_config or RewardConfig(), rollback_penalty
+    def __init__(self, agent: PPOAgent):
+        self.agent = agent
         self.offering: tuple[int, int, int] | None = None  # (run seed, batch's first episode, offers below episode)
 
     def offers(self, envs: list[ParallelEnvState]) -> list[random.Random | None] | None:
@@ -95,7 +94,7 @@ class PPORollout:
         "Reward each env's last step and store its transition; the run's own last epoch is terminal (no bootstrap)."
         ag, last = self.agent, envs[0].done
         for e in envs:
-            terms = e.reward_terms(self.reward_config, self.rollback_penalty)
+            terms = e.reward_terms()  # paid with the env's own `EpisodeSpec.reward`
             e.add_reward(terms)
             d = e.pending
             ag.store_transition(

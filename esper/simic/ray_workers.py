@@ -6,10 +6,9 @@
 __all__ = ['require_ray', 'RayEnvPool']
 
 # %% ../../nbs/simic/30_ray_workers.ipynb #2e66c2f2
-from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
 
-from ..tamiyo.episode import EpisodeConfig
+from .parallel_env_state import EpisodeSpec
 from .workers import EnvHost, EnvPool
 
 # %% ../../nbs/simic/30_ray_workers.ipynb #1a9c6aff
@@ -28,19 +27,14 @@ class RayEnvPool(EnvPool):
     def __init__(
         self,
         n_workers: int,  # actors (>= 1), one CPU each
-        task_factory: Callable[[int], Any],  # episode seed -> Task (sent to the actors with cloudpickle)
-        config: EpisodeConfig,  # how each episode trains
-        devices: list[str] | None = None,  # env devices in the actors (default: cuda when they got a GPU, else cpu)
-        reward_config: Any = None,  # reward weights the actors use (default `RewardConfig()`)
-        rollback_penalty: float = 0.1,  # charged when the governor rolled back during an epoch
+        *,
+        spec: EpisodeSpec,  # the episodes (sent with cloudpickle); devices None: cuda where an actor got a GPU
         collect_events: bool = False,  # send the episodes' telemetry events back to the learner
         address: str | None = None,  # Ray address when no Ray instance is up (None: start a local one)
         gpus_per_worker: float | None = None,  # GPU share per actor (default: cluster GPUs / workers, at most 1)
     ):
         if not isinstance(n_workers, int) or n_workers < 1:
             raise ValueError(f"n_workers must be an integer >= 1 (got {n_workers!r})")
-        if rollback_penalty < 0:
-            raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
         if gpus_per_worker is not None and not 0 <= gpus_per_worker <= 1:
             raise ValueError(f"gpus_per_worker must be in [0, 1] (got {gpus_per_worker})")
         ray = self.ray = require_ray()
@@ -57,12 +51,9 @@ class RayEnvPool(EnvPool):
             if gpus_per_worker is not None
             else min(1.0, ray.cluster_resources().get("GPU", 0) / n_workers)
         )
-        devs = devices or (["cuda"] if gpus > 0 else ["cpu"])
+        spec = spec if spec.devices else replace(spec, devices=("cuda",) if gpus > 0 else ("cpu",))
         actor = ray.remote(EnvHost).options(num_cpus=1, num_gpus=gpus)
-        self.actors = [
-            actor.remote(task_factory, config, devs, reward_config, rollback_penalty, collect_events, 1)
-            for _ in range(n_workers)
-        ]
+        self.actors = [actor.remote(spec=spec, collect_events=collect_events, threads=1) for _ in range(n_workers)]
 
     @property
     def n_workers(self) -> int:

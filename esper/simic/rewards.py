@@ -12,7 +12,7 @@ from typing import TypedDict
 # %% ../../nbs/simic/20_rewards.ipynb #9479d0ff
 @dataclass(frozen=True)
 class RewardConfig:
-    "Weights of the four reward terms."
+    "Weights of the reward terms, and the penalty for a rollback."
 
     accuracy_weight: float = 1.0  # per unit of validation-accuracy change (fraction, not points)
     contribution_weight: float = 0.5  # per unit of counterfactual contribution, paid at fossilization
@@ -20,6 +20,7 @@ class RewardConfig:
     terminal_weight: float = 1.0  # times the final validation accuracy (fraction)
     unkept_weight: float = 0.0  # per unit of contribution of the seeds still live at the end, charged then
     failed_action_penalty: float = 0.0  # charged when the chosen action could not be carried out
+    rollback_penalty: float = 0.1  # charged when the governor rolled back during the epoch (added by `step_reward`)
 
     def __post_init__(self):
         for f, v in asdict(self).items():

@@ -7,55 +7,41 @@ __all__ = ['train_ppo', 'train_heuristic']
 
 # %% ../../nbs/simic/26_training.ipynb #1de40d65
 from collections.abc import Callable
-from dataclasses import fields, replace
+from dataclasses import replace
 from typing import Any
 
 from ..tamiyo.episode import EpisodeConfig
 from ..tamiyo.heuristic import HeuristicTamiyo
-from ..tasks import get_task
-from .config import TrainingConfig
-from .parallel_env_state import make_env_states
+from .parallel_env_state import EpisodeSpec, TaskProblem, make_env_states
 from .seed_management import episode_seed
 from .emitters import emit_episode_completed
-from .run_settings import ppo_settings, run_shape
+from .run_settings import RunSettings
 from .lockstep import run_lockstep
 from .vectorized import ppo_training_loop
 
 # %% ../../nbs/simic/26_training.ipynb #9fb5dfd0
 def train_ppo(
-    n_episodes: int | None = None,  # episodes in total (default: the config's, 100)
-    max_epochs: int | None = None,  # epochs per episode (default: the config's, 25)
-    update_every: int = 5,  # episodes per PPO update
-    device: str = "cpu",  # where policy and host train
-    entropy_anneal_episodes: int = 0,  # ramp length in episodes (converted to updates: // update_every)
-    config: TrainingConfig | None = None,  # the agent's hyperparameters (default: `TrainingConfig()` with the keywords)
-    ppo_kwargs: dict | None = None,  # more PPOAgent arguments: config fields (n_epochs, batch_size, ...) or others
-    **kwargs,  # `TrainingConfig` fields (lr, gamma, ...) and what else `train_ppo_vectorized` takes
+    settings: RunSettings | None = None,  # the whole run, with parallel=False (or give its settings as keywords)
+    update_every: int = 5,  # with keywords: episodes per PPO update
+    hub: Any = None,  # telemetry hub
+    progress: bool = False,  # tqdm bar per batch plus a metrics line per batch
+    on_update: Callable[[Any, dict[str, Any]], None] | None = None,  # after each update, with the batch record
+    **options,  # instead of `settings`: `RunSettings.from_options` keywords but n_envs and devices
 ) -> tuple[Any, list[dict[str, Any]]]:
     "Single-environment PPO: episodes one at a time, one update per `update_every` episodes."
     if not isinstance(update_every, int) or update_every < 1:
         raise ValueError(f"update_every must be an integer >= 1 (got {update_every!r})")
-    kwargs.pop("devices", None)
-    names = {f.name for f in fields(TrainingConfig)}
-    hparams = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
-    config, agent_kwargs = ppo_settings(config, hparams, ppo_kwargs, "train_ppo")
-    if config.n_envs not in (1, TrainingConfig().n_envs):
-        raise ValueError(
-            f"train_ppo steps one environment (got config.n_envs={config.n_envs}); "
-            "train_ppo_vectorized steps n_envs in lockstep"
-        )
-    config = run_shape(config, dict(n_episodes=n_episodes, max_epochs=max_epochs), "train_ppo")
-    return ppo_training_loop(
-        n_episodes=config.n_episodes,
-        episodes_per_update=update_every,
-        parallel=False,
-        config=config,
-        max_epochs=config.max_epochs,
-        device=device,
-        entropy_anneal_episodes=entropy_anneal_episodes,
-        agent_kwargs=agent_kwargs,
-        **kwargs,
+    if settings is not None and options:
+        raise TypeError(f"train_ppo takes settings or keywords, not both (got {', '.join(sorted(options))})")
+    if "n_envs" in options:
+        raise TypeError("train_ppo steps one environment: it takes update_every, not n_envs (train_ppo_vectorized)")
+    options.pop("devices", None)
+    settings = settings or RunSettings.from_options(
+        "train_ppo", parallel=False, episodes_per_update=update_every, **options
     )
+    if settings.parallel:
+        raise ValueError("train_ppo steps one environment at a time: settings.parallel must be False")
+    return ppo_training_loop(settings, hub, progress, on_update)
 
 # %% ../../nbs/simic/26_training.ipynb #aea309f1
 def train_heuristic(
@@ -76,13 +62,11 @@ def train_heuristic(
     if not isinstance(n_envs, int) or n_envs < 1:
         raise ValueError(f"n_envs must be an integer >= 1 (got {n_envs!r})")
     cfg = replace(episode_config or EpisodeConfig(), max_epochs=max_epochs)
-    task_factory = task_factory or (lambda s: get_task(task, shuffle_seed=s))
+    spec = EpisodeSpec(TaskProblem(task, cfg, task_factory), devices=(str(device),))
     out = []
     for first in range(0, n_episodes, n_envs):
         seeds = [episode_seed(seed, first + i) for i in range(min(n_envs, n_episodes - first))]
-        envs = make_env_states(
-            task_factory, cfg, seeds, devices=[device], hub=hub, step_offset=(first // n_envs) * max_epochs
-        )
+        envs = make_env_states(spec, seeds, hub=hub, step_offset=(first // n_envs) * max_epochs)
         ctls = [controller_factory() for _ in envs]
         for c in ctls:
             c.reset()

@@ -7,7 +7,6 @@ __all__ = ['n_slots_of', 'ppo_training_loop', 'train_ppo_vectorized']
 
 # %% ../../nbs/simic/25_vectorized.ipynb #f1d34a49
 import math
-from functools import partial
 import statistics
 import time
 from collections import Counter
@@ -23,21 +22,11 @@ from ..leyline.files import check_output_file
 from ..kasmina import MorphogeneticModel
 from ..tamiyo.episode import EpisodeConfig
 from ..tolaria import seed_everything
-from .config import TrainingConfig
 from .ppo import PPOAgent
 from .normalizers import RunningMeanStd
-from .rewards import RewardConfig
-from esper.simic.run_settings import (
-    TrainingInterrupted,
-    _plain,
-    _run_hparams,
-    check_loop_args,
-    ppo_settings,
-    ramp_steps,
-    run_shape,
-)
+from .run_settings import RunSettings, TrainingInterrupted
 from .env import state_dim, action_dim
-from .parallel_env_state import make_env_states, task_with_shuffle
+from .parallel_env_state import make_env_states
 from .lockstep import PPORollout, run_epoch_lockstep, run_lockstep
 from .population import run_epoch_population
 from .seed_management import episode_seed, run_ppo_update
@@ -107,167 +96,85 @@ def _fmt(r: dict) -> str:
     )
 
 
+def _make_agent(settings: RunSettings, n_slots: int) -> PPOAgent:
+    "The run's agent, on the policy device, with its observation normaliser there from the start."
+    s = settings
+    agent = PPOAgent(
+        state_dim(n_slots), action_dim(n_slots, s.factored), config=s.agent_config, device=s.device, **s.agent_kwargs
+    )
+    agent.obs_normalizer = RunningMeanStd((agent.state_dim,), device=agent.device)
+    return agent
+
+
+def _make_pool(settings: RunSettings, collect_events: bool) -> Any:
+    "The worker pool that steps the envs (None: they step in this process)."
+    s = settings
+    if not s.workers:
+        return None
+    n = min(s.workers, s.episodes_per_update)
+    if s.backend == "ray":  # imported here: the worker modules build on this one
+        from esper.simic.ray_workers import RayEnvPool
+
+        ray_spec = replace(s.spec, devices=None) if s.spec.devices in (None, (str(s.device),)) else s.spec
+        return RayEnvPool(n, spec=ray_spec, collect_events=collect_events, address=s.ray_address)
+    from esper.simic.workers import ProcessEnvPool
+
+    return ProcessEnvPool(n, spec=replace(s.spec, devices=s.env_devices), collect_events=collect_events)
+
+
 def ppo_training_loop(
-    *,
-    n_episodes: int,  # episodes in total
-    episodes_per_update: int,  # episodes per batch, one PPO update each
-    parallel: bool,  # a batch's envs in lockstep (True) or one after another
-    config: TrainingConfig,  # the agent's hyperparameters (but entropy_anneal_steps: entropy_anneal_episodes)
-    max_epochs: int = 25,
-    task: str = "mnist1d",
-    device: str = "cpu",
-    devices: list[str] | None = None,
-    entropy_anneal_episodes: int = 0,
-    lr_anneal_episodes: int = 0,
-    blueprint_offer_episodes: int = 0,
-    factored: bool = False,
-    seed: int = 0,
-    save_path: str | None = None,
-    resume: str | None = None,
-    checkpoint_every: int = 1,
-    hub: Any = None,
-    reward_config: RewardConfig | None = None,
-    rollback_penalty: float = 0.1,
-    episode_config: EpisodeConfig | None = None,
-    task_factory: Callable[[int], Any] | None = None,
-    agent_kwargs: dict | None = None,  # PPOAgent arguments that are not hyperparameters (reward_normalizer, ...)
-    progress: bool = False,
-    on_update: Callable[[PPOAgent, dict[str, Any]], None] | None = None,
-    workers: int = 0,
-    backend: str = "process",
-    ray_address: str | None = None,
-    population: bool = False,
-    episodes_per_task_seed: int = 1,
-    group_baseline: bool = False,
+    settings: RunSettings,  # the run: episodes, agent, placement, ramps, checkpoints
+    hub: Any = None,  # telemetry hub
+    progress: bool = False,  # tqdm bar per batch plus a metrics line per batch
+    on_update: Callable[[PPOAgent, dict[str, Any]], None] | None = None,  # after each update, with the batch record
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "The PPO training loop behind `train_ppo_vectorized` and `train_ppo` (see their docs)."
-    check_loop_args(
-        n_episodes=n_episodes,
-        episodes_per_update=episodes_per_update,
-        parallel=parallel,
-        max_epochs=max_epochs,
-        checkpoint_every=checkpoint_every,
-        blueprint_offer_episodes=blueprint_offer_episodes,
-        episodes_per_task_seed=episodes_per_task_seed,
-        group_baseline=group_baseline,
-        recurrent=config.recurrent,
-        workers=workers,
-        backend=backend,
-        population=population,
-        devices=devices or [device],
-    )
-    cfg = replace(episode_config or EpisodeConfig(), max_epochs=max_epochs)
-    task_factory = task_factory or partial(task_with_shuffle, task)
-    n_slots = n_slots_of(task_factory(seed), cfg)
+    s = settings
+    if not isinstance(s, RunSettings):
+        raise TypeError(f"ppo_training_loop takes a RunSettings (got {type(s).__name__})")
+    n_episodes, epu, max_epochs, seed = s.n_episodes, s.episodes_per_update, s.max_epochs, s.seed
+    n_slots = n_slots_of(s.spec.problem.make_task(seed), s.spec.problem.episode)
     seed_everything(seed)
-    steps, lr_steps = ramp_steps(config, entropy_anneal_episodes, lr_anneal_episodes, episodes_per_update)
-    n_envs = episodes_per_update if parallel else 1  # what the agent's config records: the run as it was
-    config = replace(
-        config,
-        entropy_anneal_steps=steps,
-        lr_anneal_steps=lr_steps,
-        n_episodes=n_episodes,
-        n_envs=n_envs,
-        max_epochs=max_epochs,
-    )
-    agent_kwargs = agent_kwargs or {}
-    agent = PPOAgent(state_dim(n_slots), action_dim(n_slots, factored), config=config, device=device, **agent_kwargs)
-    agent.obs_normalizer = RunningMeanStd((agent.state_dim,), device=agent.device)  # on the policy device from start
-    if save_path is not None:
-        check_output_file(save_path, "save_path")  # a checkpoint that cannot be written fails before any training
-    run_hparams, other_hparams = _run_hparams(config, agent_kwargs)
-    run_cfg = {
-        "task": task,
-        "episodes_per_update": episodes_per_update,
-        "parallel": parallel,
-        "max_epochs": max_epochs,
-        "factored": factored,
-        "recurrent": config.recurrent,
-        "seed": seed,
-        "n_slots": n_slots,
-        "max_batches": cfg.max_batches,
-        "rollback_penalty": rollback_penalty,
-        "episodes_per_task_seed": episodes_per_task_seed,
-        "group_baseline": group_baseline,
-        **run_hparams,
-        "entropy_anneal_episodes": entropy_anneal_episodes,
-        "lr_anneal_episodes": lr_anneal_episodes,
-        "blueprint_offer_episodes": blueprint_offer_episodes,
-        "ppo_kwargs": other_hparams,
-        "reward_config": _plain(reward_config or RewardConfig()),
-        "episode_config": _plain(cfg),
-    }
+    agent = _make_agent(s, n_slots)
+    if s.save_path is not None:
+        check_output_file(s.save_path, "save_path")  # a checkpoint that cannot be written fails before any training
+    run_cfg = s.checkpoint_config(n_slots)
     history, start, saved, writing = [], 0, None, None
-    if resume is not None:
+    if s.resume is not None:
+        resume = s.resume
         st = load_training_checkpoint(resume, agent)
         check_resume_config(st["config"], run_cfg, resume)
-        # this run's shape, and its choice of update kernels
-        agent.config = replace(
-            agent.config, n_episodes=config.n_episodes, n_envs=config.n_envs, fast_update=config.fast_update
-        )
+        agent.config = replace(agent.config, fast_update=s.agent.fast_update)  # this run's choice of update kernels
         history, start = list(st["history"]), int(st["batches_done"])
         restore_rng(st["rng"])
         emit_checkpoint(hub, resume, start, loaded=True)
-        if save_path is not None and Path(save_path).resolve() == Path(resume).resolve():
+        if s.save_path is not None and Path(s.save_path).resolve() == Path(resume).resolve():
             saved = start  # the checkpoint being extended already holds the batches done
     emit_training_started(hub, run_cfg | {"n_episodes": n_episodes})
-    n_batches, t0 = math.ceil(n_episodes / episodes_per_update), time.perf_counter()
+    n_batches, t0 = math.ceil(n_episodes / epu), time.perf_counter()
     bar = tqdm(
         total=n_batches, initial=start, desc="PPO batches", unit="batch", disable=not progress, dynamic_ncols=True
     )
-    rollout = PPORollout(agent, reward_config, rollback_penalty)
-    pool = None
-    if workers:  # imported here: the worker modules build on this one
-        n = min(workers, episodes_per_update)
-        if backend == "ray":
-            from esper.simic.ray_workers import RayEnvPool
-
-            pool = RayEnvPool(
-                n,
-                task_factory,
-                cfg,
-                devices=None if devices == [device] else devices,
-                reward_config=reward_config,
-                rollback_penalty=rollback_penalty,
-                collect_events=hub is not None,
-                address=ray_address,
-            )
-        else:
-            from esper.simic.workers import ProcessEnvPool
-
-            pool = ProcessEnvPool(
-                n,
-                task_factory,
-                cfg,
-                devices=devices,
-                reward_config=reward_config,
-                rollback_penalty=rollback_penalty,
-                collect_events=hub is not None,
-            )
+    rollout, pool, save_path = PPORollout(agent), _make_pool(s, collect_events=hub is not None), s.save_path
     batch_seeds = lambda b: [  # episode k plays task seed seed + k // episodes_per_task_seed
-        episode_seed(seed, (b * episodes_per_update + i) // episodes_per_task_seed)
-        for i in range(min(episodes_per_update, n_episodes - b * episodes_per_update))
+        episode_seed(seed, (b * epu + i) // s.episodes_per_task_seed) for i in range(min(epu, n_episodes - b * epu))
     ]
     try:
         for b in range(start, n_batches):
-            first, seeds = b * episodes_per_update, batch_seeds(b)
+            first, seeds = b * epu, batch_seeds(b)
             agent.reset_hidden()
-            rollout.offering = (seed, first, blueprint_offer_episodes) if first < blueprint_offer_episodes else None
+            offers = s.blueprint_offer_episodes
+            rollout.offering = (seed, first, offers) if first < offers else None
             if pool is not None:
                 envs, results = pool.run_lockstep(
                     seeds, rollout.decide, after_step=rollout.record, hub=hub, step_offset=b * max_epochs
                 )
             else:
                 envs = make_env_states(
-                    task_factory,
-                    cfg,
-                    seeds,
-                    devices=devices if parallel else [device],
-                    hub=hub,
-                    step_offset=b * max_epochs,
+                    replace(s.spec, devices=s.env_devices), seeds, hub=hub, step_offset=b * max_epochs
                 )
-                if parallel:
-                    epoch_fn = run_epoch_population if population else run_epoch_lockstep
+                if s.parallel:
+                    epoch_fn = run_epoch_population if s.population else run_epoch_lockstep
                     results = run_lockstep(envs, rollout.decide, rollout.record, hub, epoch_fn)
                 else:
                     results = [run_lockstep([e], rollout.decide, rollout.record, hub)[0] for e in envs]
@@ -284,7 +191,7 @@ def ppo_training_loop(
             if pool is not None and b + 1 < n_batches:  # the workers train the next batch's first epoch meanwhile
                 pool.prestart(batch_seeds(b + 1), (b + 1) * max_epochs)
             coef = agent.get_entropy_coef()
-            groups = {e.env_id: e.env_id // episodes_per_task_seed for e in envs} if group_baseline else None
+            groups = {e.env_id: e.env_id // s.episodes_per_task_seed for e in envs} if s.group_baseline else None
             metrics = run_ppo_update(agent, groups)
             rec = _batch_record(
                 b, first + len(envs), results=results, envs=envs, coef=coef, metrics=metrics, history=history
@@ -301,7 +208,7 @@ def ppo_training_loop(
                 bar.update(1)
                 bar.set_postfix(acc=f"{rec['avg_accuracy']:.1f}", ret=f"{rec['avg_reward']:.3f}")
                 bar.write(_fmt(rec))
-            if save_path is not None and ((b + 1) % checkpoint_every == 0 or b + 1 == n_batches):
+            if save_path is not None and ((b + 1) % s.checkpoint_every == 0 or b + 1 == n_batches):
                 writing = (b + 1, _file_id(save_path))
                 save_training_checkpoint(
                     save_path,
@@ -323,70 +230,16 @@ def ppo_training_loop(
 
 # %% ../../nbs/simic/25_vectorized.ipynb #e6e0a28e
 def train_ppo_vectorized(
-    n_episodes: int | None = None,  # episodes in total, a batch is n_envs of them (default: the config's, 100)
-    n_envs: int | None = None,  # environments stepped in lockstep; one PPO update per batch (default: the config's, 4)
-    max_epochs: int | None = None,  # epochs per episode, one decision each after the first (default: the config's, 25)
-    device: str = "cpu",  # where the policy lives
-    devices: list[str] | None = None,  # where the envs train, round-robin (default: [device])
-    task: str = "mnist1d",  # task name
-    config: TrainingConfig | None = None,  # the agent's hyperparameters (default: `TrainingConfig()` with `hparams`)
-    entropy_anneal_episodes: int = 0,  # episodes of the ramp (converted to updates: // n_envs)
-    lr_anneal_episodes: int = 0,  # episodes of PPO's learning-rate ramp from `lr` to `lr_end` (// n_envs)
-    blueprint_offer_episodes: int = 0,  # first episodes whose germinations may use one blueprint, drawn at random
-    factored: bool = False,  # factored heads (slot, blueprint, blend, op) instead of the flat actions
-    seed: int = 0,  # run seed; episode k uses seed + k // episodes_per_task_seed
-    save_path: str | None = None,  # checkpoint every `checkpoint_every` batches and at the end
-    resume: str | None = None,  # continue from this checkpoint
-    checkpoint_every: int = 1,  # batches between checkpoints
+    settings: RunSettings | None = None,  # the whole run (or give its settings as keywords: `options`)
     hub: Any = None,  # telemetry hub
-    reward_config: RewardConfig | None = None,
-    rollback_penalty: float = 0.1,
-    episode_config: EpisodeConfig | None = None,  # host/slots/lrs/max_batches of the episodes
-    task_factory: Callable[[int], Any] | None = None,  # episode seed -> Task (default: `task` reshuffled by the seed)
-    ppo_kwargs: dict | None = None,  # more PPOAgent arguments: config fields (n_epochs, batch_size, ...) or others
     progress: bool = False,  # tqdm bar per batch plus a metrics line per batch
     on_update: Callable[[PPOAgent, dict[str, Any]], None] | None = None,  # after each update, with the batch record
-    workers: int = 0,  # worker processes that step the envs (0: all here); see `esper.simic.workers`
-    backend: str = "process",  # "process" (this machine) or "ray" (Ray actors; `pip install 'esper[ray]'`)
-    ray_address: str | None = None,  # Ray cluster address with backend="ray" (None: a local Ray instance)
-    population: bool = False,  # train a batch's same-architecture envs as one vmapped model (`simic.population`)
-    episodes_per_task_seed: int = 1,  # envs of an update that play one task seed (must divide n_envs)
-    group_baseline: bool = False,  # the policy's advantages less their siblings' on the same task seed
-    **hparams,  # `TrainingConfig` fields: lr, clip_ratio, gamma, entropy_coef, recurrent, ...
+    **options,  # instead of `settings`: `RunSettings.from_options` keywords (n_episodes, n_envs, max_epochs, lr, ...)
 ) -> tuple[PPOAgent, list[dict[str, Any]]]:
     "Train PPO-Tamiyo over `n_envs` host-training runs in lockstep; returns the agent and the per-batch history."
-    config, agent_kwargs = ppo_settings(config, hparams, ppo_kwargs, "train_ppo_vectorized")
-    shape = dict(n_episodes=n_episodes, n_envs=n_envs, max_epochs=max_epochs)
-    config = run_shape(config, shape, "train_ppo_vectorized")
-    return ppo_training_loop(
-        n_episodes=config.n_episodes,
-        episodes_per_update=config.n_envs,
-        parallel=True,
-        config=config,
-        max_epochs=config.max_epochs,
-        task=task,
-        device=device,
-        devices=devices or [device],
-        entropy_anneal_episodes=entropy_anneal_episodes,
-        lr_anneal_episodes=lr_anneal_episodes,
-        blueprint_offer_episodes=blueprint_offer_episodes,
-        factored=factored,
-        seed=seed,
-        save_path=save_path,
-        resume=resume,
-        checkpoint_every=checkpoint_every,
-        hub=hub,
-        reward_config=reward_config,
-        rollback_penalty=rollback_penalty,
-        episode_config=episode_config,
-        task_factory=task_factory,
-        agent_kwargs=agent_kwargs,
-        progress=progress,
-        on_update=on_update,
-        workers=workers,
-        backend=backend,
-        ray_address=ray_address,
-        population=population,
-        episodes_per_task_seed=episodes_per_task_seed,
-        group_baseline=group_baseline,
-    )
+    if settings is not None and options:
+        raise TypeError(f"train_ppo_vectorized takes settings or keywords, not both (got {', '.join(sorted(options))})")
+    settings = settings or RunSettings.from_options("train_ppo_vectorized", **options)
+    if not settings.parallel:
+        raise ValueError("train_ppo_vectorized steps its envs in lockstep: settings.parallel must be True")
+    return ppo_training_loop(settings, hub, progress, on_update)

@@ -20,8 +20,8 @@ from typing import Any
 
 import torch
 
-from ..tamiyo.episode import EpisodeConfig, EpisodeResult
-from .parallel_env_state import ParallelEnvState, make_env_states
+from ..tamiyo.episode import EpisodeResult
+from .parallel_env_state import EpisodeSpec, ParallelEnvState, make_env_states
 from .lockstep import run_epoch_lockstep
 
 # %% ../../nbs/simic/29_workers.ipynb #e2bde7c9
@@ -59,25 +59,19 @@ class EnvHost:
 
     def __init__(
         self,
-        task_factory: Callable[[int], Any],  # episode seed -> Task
-        config: EpisodeConfig,  # how each episode trains
-        devices: list[str] | None = None,  # env devices, round-robin by env id (default: CPU)
-        reward_config: Any = None,  # reward weights (default `RewardConfig()`)
-        rollback_penalty: float = 0.1,  # charged when the governor rolled back during an epoch
+        *,
+        spec: EpisodeSpec,  # the episodes: problem, reward, devices (default: CPU)
         collect_events: bool = False,  # keep the episodes' telemetry events for the learner
         threads: int | None = None,  # torch threads of this process (None: leave as is)
     ):
         if threads is not None:
             torch.set_num_threads(threads)
-        self.task_factory, self.config, self.devices = task_factory, config, devices
-        self.reward_config, self.rollback_penalty = reward_config, rollback_penalty
+        self.spec = spec
         self.buffer, self.envs = (_EventBuffer() if collect_events else None), []
 
     def start(self, ids: list[int], seeds: list[int], offset: int = 0) -> tuple[list, list]:
         "Build envs `ids` for `seeds`, train their first epoch; per env (obs, None, False, None), and the events."
-        self.envs = make_env_states(
-            self.task_factory, self.config, seeds, self.devices, self.buffer, offset, env_ids=ids
-        )
+        self.envs = make_env_states(self.spec, seeds, self.buffer, offset, env_ids=ids)
         for e in self.envs:
             e.start()
         run_epoch_lockstep(self.envs, [None] * len(self.envs))
@@ -89,7 +83,7 @@ class EnvHost:
         return [
             (
                 e.obs,
-                e.reward_terms(self.reward_config, self.rollback_penalty),
+                e.reward_terms(),
                 e.done,
                 e.episode.result() if e.done else None,
             )
@@ -100,7 +94,7 @@ class EnvHost:
         return self.buffer.drain() if self.buffer is not None else []
 
 
-def _serve(conn, *host_args):
+def _serve(conn, host_kwargs: dict[str, Any]):
     "A worker process's loop: wait for a command, run it on its `EnvHost`, reply; report an error once, then exit."
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle: it stops every worker
     host = None
@@ -113,7 +107,7 @@ def _serve(conn, *host_args):
             return
         try:
             if host is None:
-                host = EnvHost(*host_args)
+                host = EnvHost(**host_kwargs)
             conn.send(("ok",) + getattr(host, cmd)(*args))
         except BaseException as e:  # the learner reports it (and stops the pool); this worker is finished
             try:
@@ -139,8 +133,8 @@ class RemoteEnv:
     done: bool = False
     result: EpisodeResult | None = None  # set when the episode ends
 
-    def reward_terms(self, reward_config: Any = None, rollback_penalty: float = 0.1) -> dict[str, float]:
-        "The last step's reward terms (the worker computed them with the pool's reward settings)."
+    def reward_terms(self) -> dict[str, float]:
+        "The last step's reward terms, as the worker computed them with the pool's `EpisodeSpec.reward`."
         if self.terms is None:
             raise RuntimeError(f"env {self.env_id} has no step reward yet")
         return self.terms
@@ -268,10 +262,10 @@ def _restore_sigint(old) -> None:
         signal.signal(signal.SIGINT, old)
 
 
-def check_picklable(task_factory: Any) -> None:
-    "Refuse, with the reason, a task factory that cannot travel to another process."
+def check_picklable(spec: EpisodeSpec) -> None:
+    "Refuse, with the reason, an episode spec (its task factory) that cannot travel to another process."
     try:
-        pickle.dumps(task_factory)
+        pickle.dumps(spec)
     except Exception as e:
         raise ValueError(
             "task_factory must pickle to reach worker processes: use a module-level function or "
@@ -285,20 +279,15 @@ class ProcessEnvPool(EnvPool):
     def __init__(
         self,
         n_workers: int,  # processes (>= 1)
-        task_factory: Callable[[int], Any],  # episode seed -> Task; must pickle (no lambda)
-        config: EpisodeConfig,  # how each episode trains
-        devices: list[str] | None = None,  # env devices, round-robin by env id (default: CPU)
-        reward_config: Any = None,  # reward weights the workers use (default `RewardConfig()`)
-        rollback_penalty: float = 0.1,  # charged when the governor rolled back during an epoch
+        *,
+        spec: EpisodeSpec,  # the episodes the workers play; must pickle (a task factory that is no lambda)
         collect_events: bool = False,  # send the episodes' telemetry events back to the learner
         threads_per_worker: int | None = None,  # torch threads per worker (default: this process's, <= cores/workers)
         start_method: str = "spawn",  # multiprocessing start method ("spawn" is safe with torch and CUDA)
     ):
         if not isinstance(n_workers, int) or n_workers < 1:
             raise ValueError(f"n_workers must be an integer >= 1 (got {n_workers!r})")
-        if rollback_penalty < 0:
-            raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
-        check_picklable(task_factory)
+        check_picklable(spec)
         threads = threads_per_worker or min(torch.get_num_threads(), max(1, available_cores() // n_workers))
         ctx = mp.get_context(start_method)
         self.procs, self.conns, self._closed, self._outstanding = [], [], False, set()
@@ -310,16 +299,7 @@ class ProcessEnvPool(EnvPool):
                     target=_serve,
                     name=f"esper-env-worker-{i}",
                     daemon=True,
-                    args=(
-                        child,
-                        task_factory,
-                        config,
-                        devices,
-                        reward_config,
-                        rollback_penalty,
-                        collect_events,
-                        threads,
-                    ),
+                    args=(child, dict(spec=spec, collect_events=collect_events, threads=threads)),
                 )
                 p.start()
                 child.close()
