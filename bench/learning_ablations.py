@@ -61,7 +61,7 @@ def _patch(variant: str) -> None:
                 final = envmod.normalize_states(agent, [e.obs for e in envs], update=False)
                 boot = [agent.get_value(final[i], env_id=e.env_id) for i, e in enumerate(envs)]
             for i, e in enumerate(envs):
-                terms = envmod.step_reward(e.episode, self.reward_config, self.rollback_penalty)
+                terms = e.reward_terms()  # the env's own step reward, paid with its spec's weights
                 e.add_reward(terms)
                 d = e.pending
                 agent.store_transition(d.state, d.action, d.log_prob, d.value, terms["total"], done=False,

@@ -10,8 +10,9 @@ __all__ = ['EntropySchedule', 'linear_anneal', 'floor_scale', 'SeedGradientColle
            'RewardNormalizer', 'AnomalyDetector', 'AnomalyReport', 'TrainingConfig', 'PPOAgent', 'ppo_loss',
            'update_recurrent', 'save_agent', 'load_agent', 'obs_to_base_features', 'obs_to_base_features_tensor',
            'compute_action_mask', 'safe', 'RewardConfig', 'RewardTerms', 'compute_reward', 'PPOController',
-           'load_ppo_controller', 'ParallelEnvState', 'train_ppo_vectorized', 'TrainingInterrupted', 'train_ppo',
-           'train_heuristic', 'default_workers', 'WorkerError']
+           'load_ppo_controller', 'ParallelEnvState', 'EpisodeSpec', 'TaskProblem', 'RunSettings',
+           'train_ppo_vectorized', 'TrainingInterrupted', 'train_ppo', 'train_heuristic', 'default_workers',
+           'WorkerError']
 
 # %% ../../nbs/simic/12_simic.ipynb #5df945d1
 from .annealing import EntropySchedule, linear_anneal, floor_scale
@@ -36,8 +37,8 @@ from .checkpoint import save_agent, load_agent
 from .features import obs_to_base_features, obs_to_base_features_tensor, compute_action_mask, safe
 from .rewards import RewardConfig, RewardTerms, compute_reward
 from .env import PPOController, load_ppo_controller
-from .parallel_env_state import ParallelEnvState
-from .run_settings import TrainingInterrupted
+from .parallel_env_state import ParallelEnvState, EpisodeSpec, TaskProblem
+from .run_settings import RunSettings, TrainingInterrupted
 from .vectorized import train_ppo_vectorized
 from .training import train_ppo, train_heuristic
 from .workers import default_workers, WorkerError
@@ -83,6 +84,9 @@ _all_ = [
     "PPOController",
     "load_ppo_controller",
     "ParallelEnvState",
+    "EpisodeSpec",
+    "TaskProblem",
+    "RunSettings",
     "train_ppo_vectorized",
     "TrainingInterrupted",
     "train_ppo",

@@ -49,8 +49,7 @@ class GrowthEnv(gymnasium.Env):
         self,
         task: str = "mnist1d",  # task name for `get_task` (unused with `task_factory`)
         episode_config: EpisodeConfig | None = None,  # how each run trains (default `EpisodeConfig()`)
-        reward_config: RewardConfig | None = None,  # reward weights (default `RewardConfig()`)
-        rollback_penalty: float = 0.1,  # charged when the governor rolled back during the epoch
+        reward_config: RewardConfig | None = None,  # reward weights and rollback penalty (default `RewardConfig()`)
         task_factory: Callable[[int], Any] | None = None,  # seed -> Task (default: `get_task` with that shuffle)
         device: str | torch.device = "cpu",  # where the host trains
     ):
@@ -59,9 +58,7 @@ class GrowthEnv(gymnasium.Env):
             raise ValueError(
                 f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {self.cfg.max_epochs})"
             )
-        if rollback_penalty < 0:
-            raise ValueError(f"rollback_penalty must be >= 0 (got {rollback_penalty})")
-        self.reward_config, self.rollback_penalty, self.device = reward_config, rollback_penalty, device
+        self.reward_config, self.device = reward_config or RewardConfig(), device
         self.task_factory = task_factory or partial(task_with_shuffle, task)  # module-level: envs pickle
         with torch.random.fork_rng(devices=[]):  # building a throwaway host must not move the global torch RNG
             self.n_slots = n_slots_of(self.task_factory(0), self.cfg)
@@ -96,7 +93,7 @@ class GrowthEnv(gymnasium.Env):
         todo = decode_action(heads, self._obs, factored=True) if legal else TamiyoAction.wait("illegal action")
         self._obs, rec = ep.step(todo)
         terms = check_reward_terms(
-            step_reward(ep, self.reward_config, self.rollback_penalty), 0, self.run_seed, ep.epoch
+            step_reward(ep, self.reward_config, self.reward_config.rollback_penalty), 0, self.run_seed, ep.epoch
         )
         info = {f"reward/{k}": float(v) for k, v in terms.items()}
         info |= {
