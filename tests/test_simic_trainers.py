@@ -1,5 +1,6 @@
 """End-to-end tests of the Simic trainers: vectorized PPO, single-env PPO, heuristic, resume (issue 6)."""
 import json
+from dataclasses import replace
 import math
 
 import pytest
@@ -172,7 +173,7 @@ def test_trainers_share_the_runner(monkeypatch):
     assert n["calls"] == 1
     train_ppo(n_episodes=2, update_every=2, max_epochs=2, episode_config=FAST, ppo_kwargs=PPO)
     assert n["calls"] == 3                                        # one per episode, run one after another
-    train_heuristic(n_episodes=2, max_epochs=2, episode_config=FAST)
+    train_heuristic(EpisodeSpec(TaskProblem("mnist1d", replace(FAST, max_epochs=2))), n_episodes=2)
     assert n["calls"] == 5
 
 

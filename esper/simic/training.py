@@ -7,7 +7,6 @@ __all__ = ['train_ppo', 'train_heuristic']
 
 # %% ../../nbs/simic/26_training.ipynb #1de40d65
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from ..tamiyo.episode import EpisodeConfig
@@ -45,25 +44,20 @@ def train_ppo(
 
 # %% ../../nbs/simic/26_training.ipynb #aea309f1
 def train_heuristic(
+    spec: EpisodeSpec | None = None,  # the episodes: problem and devices (default: mnist1d, 25 epochs, on CPU)
     n_episodes: int = 10,  # episodes
-    max_epochs: int = 25,  # epochs per episode
     n_envs: int = 1,  # episodes run in lockstep
-    task: str = "mnist1d",  # task name
     seed: int = 0,  # episode k uses seed + k
-    device: str = "cpu",  # where the hosts train
     hub: Any = None,  # telemetry hub
-    episode_config: EpisodeConfig | None = None,  # host/slots/lrs/max_batches
     controller_factory: Callable[[], Any] = HeuristicTamiyo,  # a fresh controller per env
-    task_factory: Callable[[int], Any] | None = None,  # episode seed -> Task
 ) -> list[dict[str, Any]]:
     "Run a controller (default: the heuristic) over `n_episodes`; one summary per episode."
     if not isinstance(n_episodes, int) or n_episodes < 1:
         raise ValueError(f"n_episodes must be an integer >= 1 (got {n_episodes!r})")
     if not isinstance(n_envs, int) or n_envs < 1:
         raise ValueError(f"n_envs must be an integer >= 1 (got {n_envs!r})")
-    cfg = replace(episode_config or EpisodeConfig(), max_epochs=max_epochs)
-    spec = EpisodeSpec(TaskProblem(task, cfg, task_factory), devices=(str(device),))
-    out = []
+    spec = spec or EpisodeSpec(TaskProblem(episode=EpisodeConfig(max_epochs=25)))
+    max_epochs, out = spec.problem.max_epochs, []
     for first in range(0, n_episodes, n_envs):
         seeds = [episode_seed(seed, first + i) for i in range(min(n_envs, n_episodes - first))]
         envs = make_env_states(spec, seeds, hub=hub, step_offset=(first // n_envs) * max_epochs)
