@@ -137,11 +137,12 @@ class EpisodeGradientStats:
 # %% ../../nbs/tamiyo/01a_episode_parts.ipynb #235c61a2
 @dataclass
 class EpisodeResult:
-    "Summary of one episode; accuracies in percent."
+    "Summary of one episode; accuracies in percent, `final_accuracy` on the test split and the rest on validation."
 
-    final_accuracy: float
-    best_accuracy: float
-    initial_accuracy: float  # after the first epoch
+    final_accuracy: float  # on the test split, scored once at the end: what tables report
+    final_val_accuracy: float  # on the validation split after the last epoch: what the controller saw
+    best_val_accuracy: float  # the best validation accuracy of any epoch
+    initial_val_accuracy: float  # validation accuracy after the first epoch
     params_added: int  # parameters of the seeds still in the model at the end
     host_params: int
     seeds_germinated: int
