@@ -33,7 +33,7 @@ MNIST1D_SETTINGS: dict[str, Setting] = {
     "shear_scale": Setting(0.75, "largest shear applied to a template", 0.0, 2.0),
     "scale_coeff": Setting(0.4, "largest relative stretch of a template", 0.0, 1.0),
     "max_translation": Setting(48, "largest shift of a template along the padded signal", 0, 48),
-    "shuffle_seq": Setting(False, "permute the 40 positions by one fixed permutation: order carries nothing"),
+    "shuffle_seq": Setting(False, "permute the 40 positions, the same way in every signal: order carries nothing"),
 }
 
 
