@@ -23,6 +23,7 @@ from esper.tamiyo.episode_parts import (
     ActionResult,
     apply_action,
     EpisodeResult,
+    grown_seeds,
 )
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #e9d1c7a2
@@ -374,11 +375,7 @@ class Episode:
             time.perf_counter() - self.t0,
             list(self.history),
             list(log),
-            grown=" + ".join(
-                f"{st.blueprint_id}@{s}" + ("" if st.stage == SeedStage.FOSSILIZED else f" ({st.stage.name})")
-                for s, st in m.seed_states().items()
-                if st.stage in LIVE_STAGES or st.stage == SeedStage.FOSSILIZED
-            ),
+            grown=grown_seeds(m),
         )
 
 
