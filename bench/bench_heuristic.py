@@ -1,4 +1,4 @@
-"""Static host vs heuristic Tamiyo on MNIST-1D (impaired host): final accuracy over seeds, parameters added, s/epoch.
+"""Static host vs heuristic Tamiyo on MNIST-1D (impaired host): test accuracy over seeds, parameters added, s/epoch.
 
     .venv/bin/python bench/bench_heuristic.py --seeds 0 1 2 --max-epochs 30 --out bench/results/heuristic.json
 
@@ -29,11 +29,11 @@ def main():
     rows = {"static": [], "heuristic": []}
     for seed in a.seeds:
         for arm, ctl in (("static", Static()), ("heuristic", HeuristicTamiyo())):
-            task = get_task("mnist1d", shuffle_seed=seed)  # same data order for both arms
+            task = get_task("mnist1d", seed=seed)  # same data and order for both arms
             r = run_episode(task, ctl, cfg, seed=seed)
             d = r.to_dict() | {"seed": seed, "timeline": [(x["epoch"], x["slot_id"], x["blueprint"], x["to"]) for x in r.lifecycle_log]}
             rows[arm].append(d)
-            print(f"{arm:9s} seed {seed}: final {r.final_accuracy:5.1f}%  best {r.best_accuracy:5.1f}%  "
+            print(f"{arm:9s} seed {seed}: test {r.final_accuracy:5.1f}%  validation {r.final_val_accuracy:5.1f}%  "
                   f"+{r.params_added} params  germ/foss/pruned {r.seeds_germinated}/{r.seeds_fossilized}/{r.seeds_pruned}  "
                   f"{r.seconds_per_epoch:.3f} s/epoch", flush=True)
     summary = {}

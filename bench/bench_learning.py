@@ -313,7 +313,7 @@ def episode_config(setup: dict[str, Any]) -> EpisodeConfig:
 
 def play(controller: Any, task_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
     "One episode on `task_seed`, run as `esper-train compare` runs it: the task shuffled and the model seeded with it."
-    task = get_task(TASK, shuffle_seed=task_seed)
+    task = get_task(TASK, seed=task_seed)  # a held-out task seed (1000 and up) draws data of its own
     result = run_episode(task, controller, episode_config(setup), seed=task_seed)
     return result.to_dict() | {"eval_seed": task_seed, "params_in_all": result.host_params + result.params_added}
 
@@ -547,12 +547,12 @@ def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], tar
                     target_note: str) -> str:
     "The controller table, the per-seed PPO table and the targets, in markdown."
     out = [f"**{title}**", "",
-           "| controller | final acc % (mean ± 95% CI) | params in all | params added |", "|---|---|---|---|"]
+           "| controller | test acc % (mean ± 95% CI) | params in all | params added |", "|---|---|---|---|"]
     for r in summary.values():
         out.append(f"| {r['controller']} | {r['final_accuracy']:.1f} ± {_fmt(r['final_accuracy_ci95'], '.1f')} "
                    f"| {r['params_in_all']:,.0f} | {r['params_added']:,.0f} |")
     out += ["", "CI: over per-training-seed means for ppo, over evaluation episodes for the others.", "",
-            "| PPO seed | final acc % | params in all | params added | grown (most eval episodes) "
+            "| PPO seed | test acc % | params in all | params added | grown (most eval episodes) "
             "| germinated / fossilized / pruned per episode | explained var (last quarter) | min head entropy | train s |",
             "|---|---|---|---|---|---|---|---|---|"]
     for s in seeds:
@@ -592,7 +592,7 @@ def plot_learning_curves(seeds: list[dict], summary: dict[str, dict], title: str
     for r, color, dash in zip(baselines, colors, ([6, 2], [2, 2], [6, 2, 2, 2], [8, 3, 2, 3, 2, 3], [1, 1]) * 4):
         ax.axhline(r["final_accuracy"], color=color, dashes=dash, lw=1.2,
                    label=f"{r['controller']} {r['final_accuracy']:.1f} (eval seeds)")
-    ax.set(xlabel="training episodes", ylabel="greedy final accuracy on curve seeds (%)")
+    ax.set(xlabel="training episodes", ylabel="greedy test accuracy on curve seeds (%)")
     ax.set_title(textwrap.fill(title, 110), fontsize=9)  # a long title (budget, rent) would be clipped
     ax.grid(alpha=.3)
     ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))

@@ -171,14 +171,14 @@ def main():
         accs = " ".join(f"{r['eval_seed']}:{r['final_accuracy']:.1f}" for r in rows)
         params = " ".join(f"{r['params_added']}" for r in rows)
         ops = sum((Counter(r["ops"]) for r in rows), Counter())
-        print(f"seed {seed}: final accuracy {accs} (mean {run['final_accuracy']:.1f}) | params added {params} "
+        print(f"seed {seed}: test accuracy {accs} (mean {run['final_accuracy']:.1f}) | params added {params} "
               f"(mean {run['params_added']:.0f}) | eval ops {dict(ops)}", flush=True)
 
     acc, params = mean_ci([r["final_accuracy"] for r in runs]), mean_ci([r["params_added"] for r in runs])
     static_acc = mean_ci([r["final_accuracy"] for r in static])
-    print(f"MaskablePPO: final accuracy {fmt(*acc)}%  params added {fmt(*params, digits=0)}  "
+    print(f"MaskablePPO: test accuracy {fmt(*acc)}%  params added {fmt(*params, digits=0)}  "
           f"(mean ± 95% CI over {len(runs)} training seeds, each the mean of {len(args.eval_seeds)} eval seeds)")
-    print(f"static host: final accuracy {fmt(*static_acc)}%  params added 0  (mean ± 95% CI over the eval seeds)")
+    print(f"static host: test accuracy {fmt(*static_acc)}%  params added 0  (mean ± 95% CI over the eval seeds)")
     out = {"config": {"preset": args.preset, **PRESETS[args.preset], "episodes": args.episodes, "seeds": args.seeds,
                       "eval_seeds": args.eval_seeds, "n_envs": N_ENVS, "n_steps": cfg.max_epochs - 1,
                       "batch_size": N_ENVS * (cfg.max_epochs - 1), "n_epochs": 10, "net_arch": [256, 256],

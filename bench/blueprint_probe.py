@@ -78,7 +78,7 @@ def probe(run: str, seeds: list[int], blend: str = "linear") -> dict:
     config = dataclasses.replace(FULL, blend_algorithm=blend)
     t0, results = time.perf_counter(), []
     for s in seeds:
-        results.append(run_episode(get_task("mnist1d", shuffle_seed=s), ScheduleTamiyo.from_name(rule), config, seed=s))
+        results.append(run_episode(get_task("mnist1d", seed=s), ScheduleTamiyo.from_name(rule), config, seed=s))
     accs = [r.final_accuracy for r in results]
     return {"candidate": candidate, "rule": rule, "blend": blend, "mean_accuracy": round(statistics.fmean(accs), 2),
             "accuracies": accs, "params_in_all": results[0].host_params + results[0].params_added,

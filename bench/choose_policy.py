@@ -41,7 +41,9 @@ def play_job(policy: str, task_seed: int, setup: dict[str, Any]) -> dict[str, An
     except (OSError, ValueError, RuntimeError) as e:
         raise UnreadablePolicy(f"cannot load kept policy {policy}: {e}") from None
     row = bl.play(controller, task_seed, setup)
-    return {"policy": policy, "seed": task_seed, "accuracy": row["final_accuracy"], "params_added": row["params_added"]}
+    # the choice sees validation only: the test split stays for the evaluation seeds' report
+    return {"policy": policy, "seed": task_seed, "accuracy": row["final_val_accuracy"],
+            "params_added": row["params_added"]}
 
 
 def choose(scores: dict[str, float]) -> str:

@@ -91,7 +91,7 @@ def run_one(variant: str, seed: int, episodes: int, out: str, env_workers: int=0
     train_s = time.perf_counter() - t0
     rows = []
     for s in TUNING_SEEDS:
-        r = run_episode(get_task("mnist1d", shuffle_seed=s), PPOController(agent), cfg, seed=s)
+        r = run_episode(get_task("mnist1d", seed=s), PPOController(agent), cfg, seed=s)
         rows.append({"seed": s, "acc": r.final_accuracy, "params": r.params_added, "germ": r.seeds_germinated,
                      "foss": r.seeds_fossilized, "pruned": r.seeds_pruned})
     res = {"variant": variant, "seed": seed, "preset": "short", "train_s": train_s, "eval": rows,

@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         for name, controller in [(name, bl.make_baseline(name, seed)) for name in args.rules] + policies:
             timeline = Timeline(controller)
-            result = run_episode(get_task(bl.TASK, shuffle_seed=seed), timeline, bl.episode_config(setup), seed=seed)
+            result = run_episode(get_task(bl.TASK, seed=seed), timeline, bl.episode_config(setup), seed=seed)
             print(f"task seed {seed}  {name}: {result.final_accuracy:.1f}%  {' '.join(timeline.moves)}", flush=True)
             if args.probs and timeline.unsure:
                 print(f"    unsure: {' '.join(timeline.unsure)}", flush=True)

@@ -79,7 +79,7 @@ def play(rule: str, seeds: list[int], rent_weight: float, critics: tuple[str, ..
     for s in seeds:
         controller = ScheduleTamiyo.from_name(rule)
         controller.reset()
-        ep = Episode(get_task("mnist1d", shuffle_seed=s), config)
+        ep = Episode(get_task("mnist1d", seed=s), config)
         obs, sums, parts, discount = ep.reset(s), dict.fromkeys(TERMS, 0.0), dict.fromkeys(PARTS, 0.0), 1.0
         moves, values, rewards = [], [], []
         while not ep.done:
@@ -96,7 +96,9 @@ def play(rule: str, seeds: list[int], rent_weight: float, critics: tuple[str, ..
             unit |= {"terminal": accuracy, "unkept": accuracy - unit["terminal"]}  # the charge, as a positive amount
             for k in PARTS: parts[k] += discount * unit[k]
             discount *= DEFAULT_GAMMA
-        per_seed.append({"seed": s, "final_accuracy": ep.result().final_accuracy,
+        result = ep.result()  # final_accuracy: the test split; the rewards saw validation (final_val_accuracy)
+        per_seed.append({"seed": s, "final_accuracy": result.final_accuracy,
+                         "final_val_accuracy": result.final_val_accuracy,
                          **{k: round(v, 5) for k, v in sums.items()},
                          "discounted": {k: round(v, 6) for k, v in parts.items()}}
                         | ({"moves": moves, "values": values, "rewards": rewards} if agents else {}))

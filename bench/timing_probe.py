@@ -59,7 +59,7 @@ def probe(blueprints: tuple[str, ...], delay: int, seeds: list[int], config: Epi
     torch.set_num_threads(1)
     t0, accs = time.perf_counter(), []
     for s in seeds:
-        accs.append(run_episode(get_task("mnist1d", shuffle_seed=s), DelayedSchedule(blueprints, delay), config,
+        accs.append(run_episode(get_task("mnist1d", seed=s), DelayedSchedule(blueprints, delay), config,
                                 seed=s).final_accuracy)
     return {"rule": "concurrent:" + "+".join(blueprints), "delay": delay, "seeds": seeds,
             "mean_accuracy": round(statistics.fmean(accs), 2), "accuracies": accs,

@@ -55,7 +55,7 @@ def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
     assert {t["pass"] for t in res["targets"]} <= {True, False} and len(res["targets"]) == 6
     for f in ("learning_curves.png", "lifecycle.png", "table.md"):
         assert (out / f).stat().st_size > 0
-    assert "| controller | final acc % (mean ± 95% CI) | params in all | params added |" in p.stdout
+    assert "| controller | test acc % (mean ± 95% CI) | params in all | params added |" in p.stdout
     assert not list(out.glob(".*.tmp"))  # every write went through a renamed temporary file
     episodes_done = [line for line in p.stdout.splitlines() if " on eval seed " in line]
     assert "(PPO seed " in episodes_done[0], episodes_done  # a trained policy's episodes go before the baselines'
@@ -396,7 +396,7 @@ def test_reward_terms_discounts_each_play_as_ppo_sees_it(monkeypatch):
     rule = "concurrent:conv_heavy+conv_small"
     seed = rt.play(rule, [1000], 0.0)["per_seed"][0]  # three paid steps: epochs 2, 3 and 4
     d = seed["discounted"]
-    assert abs(d["terminal"] - seed["final_accuracy"] / 100 * rt.DEFAULT_GAMMA ** 2) < 1e-6  # the last step's discount
+    assert abs(d["terminal"] - seed["final_val_accuracy"] / 100 * rt.DEFAULT_GAMMA ** 2) < 1e-6  # the last step's discount
     assert d["unkept"] >= 0 and d["rent"] <= 0  # a charge and a rent, kept as the amounts the weights multiply
     monkeypatch.setattr(rt, "DEFAULT_GAMMA", 1.0)  # undiscounted, the unit parts rebuild the paid sums exactly
     flat = rt.play(rule, [1000], 0.0)["per_seed"][0]

@@ -20,7 +20,7 @@ def test_baseline_writes_summary_and_curve(tmp_path):
     assert s["epochs"] == 2 and s["n_params"] == 914 and len(s["history"]) == 2
     assert 0 <= s["final_accuracy"] <= 100 and s["seconds_per_epoch"] > 0
     assert (tmp_path / "learning_curve.png").stat().st_size > 1000
-    assert "final accuracy" in r.stdout
+    assert "test accuracy" in r.stdout
 
 
 @pytest.mark.parametrize("args,needle", [

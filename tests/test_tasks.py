@@ -11,6 +11,7 @@ import pytest
 import torch
 from torchvision.datasets import CIFAR10
 
+import esper.tasks.mnist1d as mnist1d
 from esper.tasks import InvalidTaskData, TaskDataError, get_task
 
 
@@ -46,11 +47,13 @@ def tiny_cifar(tmp_path):
 
 def test_cifar10_loads_through_torchvision(tiny_cifar):
     task = get_task("cifar10", data_dir=tiny_cifar, batch_size=4)
-    assert (task.n_train, task.n_val, task.input_shape, task.n_classes) == (40, 10, (3, 32, 32), 10)
+    assert (task.n_train, task.n_val, task.n_test, task.input_shape, task.n_classes) == (32, 8, 10, (3, 32, 32), 10)
     xb, yb = next(iter(task.train_loader))
     assert xb.shape == (4, 3, 32, 32) and xb.dtype == torch.float32 and yb.dtype == torch.int64
     xv, _ = next(iter(task.val_loader))
     assert abs(xv.mean().item()) < 1.0  # normalised, not raw 0..255
+    xt, yt = next(iter(task.test_loader))
+    assert xt.shape == (10, 3, 32, 32) and yt.dtype == torch.int64
     host = task.make_host()
     assert host(xb).shape == (4, 10)
     assert host.block_names == ("block1", "block2", "block3")
@@ -83,7 +86,7 @@ def test_mnist1d_generation_leaves_global_rng_alone(tmp_path):
 
 
 def test_unknown_task_names_the_choices():
-    with pytest.raises(ValueError, match="unknown task 'mnist2d'; choose one of: mnist1d, cifar10"):
+    with pytest.raises(ValueError, match="unknown task 'mnist2d'; choose one of: mnist1d, digits, cifar10"):
         get_task("mnist2d")
 
 
@@ -143,7 +146,7 @@ def test_valid_hand_made_cache_loads_as_float32_and_int64(tmp_path):
     write_cache(tmp_path, x=np.zeros((20, 40)), y=(np.arange(20) % 10).astype(np.uint8))
     task = get_task("mnist1d", data_dir=tmp_path, batch_size=4)
     xb, yb = next(iter(task.train_loader))
-    assert (task.n_train, task.n_val, xb.dtype, yb.dtype) == (20, 10, torch.float32, torch.int64)
+    assert (task.n_train, task.n_val, task.n_test, xb.dtype, yb.dtype) == (16, 4, 10, torch.float32, torch.int64)
 
 
 @pytest.mark.parametrize("below", ["afile", "afile/sub"])
@@ -158,7 +161,7 @@ def test_data_dir_below_a_file_is_one_line(tmp_path, below):
 def test_cache_write_failure_is_one_line(tmp_path):
     path = tmp_path / "mnist1d" / "mnist1d_seed42.npz"
     failure = PermissionError(13, "Permission denied", str(path))
-    with mock.patch("esper.tasks._load_or_generate_mnist1d", side_effect=failure):
+    with mock.patch.object(mnist1d, "_load_or_generate_mnist1d", side_effect=failure):
         with pytest.raises(ValueError, match=f"^cannot write the cache file {path}: Permission denied; set ESPER"):
             get_task("mnist1d", data_dir=tmp_path)
 
@@ -183,7 +186,7 @@ def test_read_only_folder_with_a_valid_cache_still_loads(tmp_path):
     for p, mode in ((path, 0o444), (path.parent, 0o555), (tmp_path, 0o555)):
         p.chmod(mode)
     try:
-        assert get_task("mnist1d", data_dir=tmp_path).n_train == 20
+        assert get_task("mnist1d", data_dir=tmp_path).n_train == 16
         assert sorted(p.name for p in path.parent.iterdir()) == ["mnist1d_seed42.npz"]
     finally:
         for p in (tmp_path, path.parent):
@@ -194,3 +197,42 @@ def test_cifar10_data_dir_below_a_file_is_one_line(tmp_path):
     (tmp_path / "afile").write_text("")
     with pytest.raises(InvalidTaskData, match=r"^task 'cifar10': cannot create or read .*: Not a directory \(.* is a"):
         get_task("cifar10", data_dir=tmp_path / "afile" / "sub", download=True)
+
+
+def test_mnist1d_splits_are_honest(tmp_path):
+    write_cache(tmp_path)
+    task = get_task("mnist1d", data_dir=tmp_path, val_fraction=0.25)
+    x = lambda loader: loader.dataset.tensors[0][:, 0]
+    a = np.load(tmp_path / "mnist1d" / "mnist1d_seed42.npz")
+    assert torch.equal(x(task.train_loader), torch.from_numpy(a["x"][:15]))  # validation: the end of training
+    assert torch.equal(x(task.val_loader), torch.from_numpy(a["x"][15:]))
+    assert torch.equal(x(task.test_loader), torch.from_numpy(a["x_test"]))  # the published test split
+
+
+def test_heldout_seeds_draw_their_own_mnist1d_data(tmp_path):
+    with mock.patch.object(mnist1d, "_generate_mnist1d", wraps=mnist1d._generate_mnist1d) as gen:
+        train = [get_task("mnist1d", data_dir=tmp_path, seed=s) for s in (0, 1)]
+        held = get_task("mnist1d", data_dir=tmp_path, seed=1000)
+    assert [c.args[0] for c in gen.call_args_list] == [42, 1000]  # the training seeds share one dataset
+    xs = [t.test_loader.dataset.tensors[0] for t in (*train, held)]
+    assert torch.equal(xs[0], xs[1]) and not torch.equal(xs[0], xs[2])
+    assert sorted(p.name for p in (tmp_path / "mnist1d").iterdir()) == ["mnist1d_seed1000.npz", "mnist1d_seed42.npz"]
+
+
+def test_mnist1d_settings_get_their_own_cache(tmp_path):
+    write_cache(tmp_path)
+    default = dict(np.load(tmp_path / "mnist1d" / "mnist1d_seed42.npz"))
+    with mock.patch.object(mnist1d, "_generate_mnist1d", side_effect=lambda seed, settings: default) as gen:
+        get_task("mnist1d", data_dir=tmp_path, settings={"shuffle_seq": True})
+    assert gen.call_args.args[1]["shuffle_seq"] is True
+    names = sorted(p.name for p in (tmp_path / "mnist1d").iterdir())
+    assert len(names) == 2 and "mnist1d_seed42.npz" in names and all(n.endswith("_seed42.npz") for n in names)
+
+
+def test_digits_loads_offline_with_a_fixed_test_split():
+    a, b = get_task("digits", seed=0), get_task("digits", seed=2000)
+    assert (a.n_train, a.n_val, a.n_test, a.input_shape, a.n_classes) == (1078, 269, 450, (1, 8, 8), 10)
+    assert torch.equal(a.test_loader.dataset.tensors[0], b.test_loader.dataset.tensors[0])
+    assert not torch.equal(a.train_loader.dataset.tensors[1], b.train_loader.dataset.tensors[1])
+    with pytest.raises(ValueError, match=r"^task 'digits': noise_std must be a number in \[0.0, 2.0\] \(got -1\)$"):
+        get_task("digits", settings={"noise_std": -1})

@@ -98,9 +98,12 @@ def telemetry_level_error(args) -> str | None:
 
 
 def download_error(args) -> str | None:
-    "Check: --download fetches CIFAR-10 only."
-    if args.download and args.task != "cifar10":
-        return f"--download fetches CIFAR-10: it needs --task cifar10 ({args.task} needs no download)"
+    "Check: --download only for a task whose data is downloaded (the registry's `offline=False` families)."
+    from esper.tasks import TASK_FAMILIES
+
+    if args.download and TASK_FAMILIES[args.task].offline:
+        fetched = " or ".join(f"--task {n}" for n, f in TASK_FAMILIES.items() if not f.offline)
+        return f"--download fetches a dataset: it needs {fetched} ({args.task} ships offline, no download)"
     return None
 
 

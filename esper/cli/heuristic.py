@@ -82,12 +82,13 @@ def run_heuristic(
     rec, results = _Recorder(hub), []
     try:
         for i in range(episodes):
-            t = get_task(task, shuffle_seed=seed + i, data_dir=data_dir, download=download, host=host)
+            t = get_task(task, seed=seed + i, data_dir=data_dir, download=download, host=host)
             r = run_episode(t, HeuristicTamiyo(), cfg, seed=seed + i, hub=rec, env_id=i, device=device)
             results.append(r.to_dict() | {"seed": seed + i, "history": r.history, "lifecycle": r.lifecycle_log})
             if progress:
                 print(
-                    f"episode {i} (seed {seed + i}): final {r.final_accuracy:.1f}% (best {r.best_accuracy:.1f}%), "
+                    f"episode {i} (seed {seed + i}): test {r.final_accuracy:.1f}% "
+                    f"(validation {r.final_val_accuracy:.1f}%), "
                     f"+{r.params_added} params, germinated {r.seeds_germinated}, fossilized {r.seeds_fossilized}, "
                     f"pruned {r.seeds_pruned}, {r.seconds_per_epoch:.3f} s/epoch",
                     flush=True,
@@ -200,7 +201,7 @@ def run(args) -> int:
                 lifecycle=lifecycle,
             )
             print(
-                f"{s['task']}/{s['host']}: final accuracy {s['final_accuracy_mean']:.2f} ± "
+                f"{s['task']}/{s['host']}: test accuracy {s['final_accuracy_mean']:.2f} ± "
                 f"{s['final_accuracy_std']:.2f}% over {s['episodes']} episode(s), +{s['params_added_mean']:.0f} "
                 f"params, seeds germinated {s['seeds_germinated']}, fossilized {s['seeds_fossilized']}, "
                 f"pruned {s['seeds_pruned']}, {s['seconds_per_epoch']:.3f} s/epoch",

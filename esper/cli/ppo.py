@@ -274,8 +274,9 @@ def run(args) -> int:
                 h = hist[-1]
                 ent = ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in h.items() if k.startswith("head_entropy/"))
                 print(
-                    f"done: {h['episodes']} episodes, {agent.train_steps} PPO updates; last batch accuracy "
-                    f"{h['avg_accuracy']:.2f}%, explained variance {h.get('explained_variance', float('nan')):.3f}, "
+                    f"done: {h['episodes']} episodes, {agent.train_steps} PPO updates; "
+                    f"last batch's validation accuracy {h['avg_accuracy']:.2f}%, "
+                    f"explained variance {h.get('explained_variance', float('nan')):.3f}, "
                     f"entropy per head: {ent}",
                     flush=True,
                 )

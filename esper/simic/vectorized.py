@@ -54,7 +54,7 @@ def n_slots_of(task: Any, config: EpisodeConfig) -> int:
 
 
 def _batch_record(b: int, episodes: int, results, envs, coef: float, metrics: dict, history: list) -> dict[str, Any]:
-    accs = [r.final_accuracy for r in results]
+    accs = [r.final_val_accuracy for r in results]  # training episodes: validation, as their controller saw it
     avg = statistics.fmean(accs)
     counts = sum((e.action_counts for e in envs), Counter())
     terms = {k: statistics.fmean(e.reward_sums.get(k, 0.0) for e in envs) for k in envs[0].reward_sums}

@@ -23,6 +23,7 @@ from esper.tamiyo.episode_parts import (
     ActionResult,
     apply_action,
     EpisodeResult,
+    grown_seeds,
 )
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #e9d1c7a2
@@ -104,7 +105,7 @@ class Episode:
             self.governor.snapshot(epoch=0)  # the initial weights: what a blow-up in epoch 1 rolls back to
         self.grads = EpisodeGradientStats(self.model)
         self.tracker = SignalTracker()
-        self.epoch, self.global_step, self.history = 0, 0, []
+        self.epoch, self.global_step, self.history, self._test = 0, 0, [], None
         self.host_grad_norm, self.t0, self.done, self._in_epoch = 0.0, time.perf_counter(), False, False
         self._emit(
             TelemetryEventType.TRAINING_STARTED,
@@ -292,6 +293,8 @@ class Episode:
             "done": self.done,
         }
         self.history.append(rec)
+        if self.done:
+            self.evaluate_test()
         self._emit(
             TelemetryEventType.EPOCH_COMPLETED,
             {k: v for k, v in rec.items() if k not in ("rollback", "stages")}
@@ -299,6 +302,13 @@ class Episode:
             self.epoch,
         )
         return self.observation()
+
+    def evaluate_test(self) -> dict[str, float]:
+        "The model's metrics on the test split, measured at most once per epoch: at the end, or when cut short."
+        if self._test is None or self._test[0] != self.epoch:
+            with self.on_stream():
+                self._test = (self.epoch, dict(self.runner.validate(self.task.test_loader)))
+        return self._test[1]
 
     def observation(self) -> dict[str, Any]:
         "Signals plus seed features: the focus seed (the oldest live one) and every slot."
@@ -346,11 +356,12 @@ class Episode:
         return obs
 
     def result(self) -> EpisodeResult:
-        "Summary of the episode so far."
+        "Summary of the episode so far: test accuracy (scored now if the episode was cut short) beside validation's."
         m, log = self.model, self.model.lifecycle_log
         accs = [r["val_accuracy"] for r in self.history]
         count = lambda to: sum(r["to"] == to for r in log)
         return EpisodeResult(
+            self.evaluate_test()["accuracy"],
             accs[-1],
             max(accs),
             accs[0],
@@ -364,11 +375,7 @@ class Episode:
             time.perf_counter() - self.t0,
             list(self.history),
             list(log),
-            grown=" + ".join(
-                f"{st.blueprint_id}@{s}" + ("" if st.stage == SeedStage.FOSSILIZED else f" ({st.stage.name})")
-                for s, st in m.seed_states().items()
-                if st.stage in LIVE_STAGES or st.stage == SeedStage.FOSSILIZED
-            ),
+            grown=grown_seeds(m),
         )
 
 
