@@ -9,8 +9,8 @@ __all__ = ['HeuristicConfig', 'HeuristicTamiyo']
 from dataclasses import dataclass
 from typing import Any
 
-from ..leyline import SeedStage, LifecycleOp, BLUEPRINTS, BlendAlgorithm
-from ..kasmina import MorphogeneticModel, check_gate
+from ..leyline import SeedStage, LifecycleOp, BlendAlgorithm
+from ..kasmina import MorphogeneticModel, check_gate, check_blueprint_menu
 from .signals import TamiyoAction
 
 # %% ../../nbs/tamiyo/01_heuristic.ipynb #8ed80c9e
@@ -31,9 +31,10 @@ class HeuristicConfig:
     min_gain: float = 0.0  # ...more than this many points since germination
 
     def __post_init__(self):
-        bad = [b for b in self.blueprints if b not in BLUEPRINTS]
-        if bad or not self.blueprints:
-            raise ValueError(f"blueprints must be a non-empty subset of {BLUEPRINTS} (got {list(self.blueprints)})")
+        try:
+            object.__setattr__(self, "blueprints", check_blueprint_menu(self.blueprints))
+        except ValueError as e:
+            raise ValueError(f"HeuristicConfig.blueprints: {e}") from None
         BlendAlgorithm(self.blend)
         if not 1 <= self.progress_window <= 4:
             raise ValueError(f"progress_window must be in [1, 4] (got {self.progress_window})")
@@ -67,13 +68,20 @@ class HeuristicTamiyo:
                 out[r["blueprint"]] = r["epoch"]
         return out
 
+    def preferences(self, model: MorphogeneticModel) -> tuple[str, ...]:
+        "The run's menu, best first: the configured preferences on it, then its other blueprints in menu order."
+        menu = model.blueprints
+        return tuple(b for b in self.cfg.blueprints if b in menu) + tuple(
+            b for b in menu if b not in self.cfg.blueprints
+        )
+
     def choose_blueprint(self, model: MorphogeneticModel, epoch: int) -> str:
         "First preferred blueprint not pruned recently; else the one pruned longest ago."
-        recent = self.pruned_recently(model, epoch)
-        for b in self.cfg.blueprints:
+        recent, preferred = self.pruned_recently(model, epoch), self.preferences(model)
+        for b in preferred:
             if b not in recent:
                 return b
-        return min(self.cfg.blueprints, key=lambda b: recent[b])
+        return min(preferred, key=lambda b: recent[b])
 
     def decide(self, observation: dict[str, Any], model: MorphogeneticModel) -> TamiyoAction:
         "One action for the epoch just observed."
