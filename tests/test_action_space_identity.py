@@ -1,17 +1,21 @@
 """The default blueprint menu changes nothing: a tiny episode and tiny PPO updates give the very bits they gave
 before the action space was derived from a menu (issue 58).
 
-`EXPECTED` was recorded at commit f8c1901 (hand-written `FlatAction`) by running this file as a script:
-`OMP_NUM_THREADS=1 python tests/test_action_space_identity.py`. The digests cover every observation state, mask,
+`EXPECTED` was recorded on the code of commit f8c1901 (hand-written `FlatAction`) by running this file, as first
+committed (d023a19, which uses only names f8c1901 has), as a script: `OMP_NUM_THREADS=1 python
+tests/test_action_space_identity.py`. The digests cover every observation state, mask,
 action, reward and the agent's weights after its update, so any change to the default action space, the one-hot
 features, the masks, the offers or the decoding changes them. They are bit-exact float results of one CPU with one
 thread: on another CPU architecture re-record them (at f8c1901, then check this branch gives the same).
 """
 import hashlib
 import random
+from pathlib import Path
 
+import pytest
 import torch
 
+from esper.leyline import BLUEPRINTS, ActionSpace
 from esper.simic import PPOAgent
 from esper.simic.env import act, action_dim, obs_to_state, state_dim, step_reward
 from esper.tamiyo import run_episode
@@ -83,6 +87,25 @@ def digests(**kw) -> dict[str, str]:
 
 def test_the_default_menu_gives_the_bits_of_the_hand_written_action_space():
     assert digests() == EXPECTED
+
+
+def test_naming_the_default_menu_gives_the_same_bits():
+    assert digests(actions=ActionSpace(BLUEPRINTS)) == EXPECTED
+
+
+OLD_CHECKPOINT = Path(__file__).parent / "fixtures" / "agent_f8c1901.pt"  # PPOAgent.save at f8c1901: no menu stored
+
+
+def test_a_checkpoint_from_before_menus_loads_with_the_default_menu():
+    assert "blueprints" not in torch.load(OLD_CHECKPOINT, weights_only=True)["config"]
+    agent = PPOAgent.from_checkpoint(OLD_CHECKPOINT)
+    assert agent.actions == ActionSpace(BLUEPRINTS) and agent.action_dim == 9 and agent.state_dim == state_dim(2)
+    same = PPOAgent(state_dim(2), hidden_dim=4, n_epochs=1, batch_size=4)
+    same.load(OLD_CHECKPOINT)
+    assert all(torch.equal(a, b) for a, b in zip(same.network.parameters(), agent.network.parameters()))
+    other = PPOAgent(state_dim(2), hidden_dim=4, actions=ActionSpace(("norm", "attention")))
+    with pytest.raises(ValueError, match="trained on the blueprint menu \\('norm', 'conv_small'.*this run's menu is"):
+        other.load(OLD_CHECKPOINT)
 
 
 if __name__ == "__main__":

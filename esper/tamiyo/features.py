@@ -132,13 +132,14 @@ def _slot_stages(state) -> list[SeedStage | None]:
     return [None if s is None else SeedStage(int(s)) for s in state]
 
 
+_Fits = Sequence[Sequence[bool] | None] | None  # per slot (None: no budget there), per menu blueprint
+
+
 def legal_ops(
     state,  # slot stage(s): SeedStage/int, a list of them, or an observation dict
     gates_open: Sequence[bool] | None = None,  # per slot: would ADVANCE/FOSSILIZE pass its gate now (None: don't check)
-    probation: Sequence[bool]
-    | None = None,  # per slot: the seed is too young to judge, so PRUNE is masked (None: never)
-    affordable: Sequence[Sequence[bool] | None]
-    | None = None,  # per slot, per blueprint: fits the parameter budget (None: no budget)
+    probation: Sequence[bool] | None = None,  # per slot: too young to judge, so PRUNE is masked (None: never)
+    affordable: _Fits = None,  # per slot, per menu blueprint: fits the parameter budget (None: no budget)
 ) -> list[list[bool]]:
     "Per slot, whether each `LifecycleOp` is legal now: its stage allows it, its gate would pass, it may be judged."
     stages = _slot_stages(state)
@@ -171,10 +172,8 @@ def compute_action_mask(
     factored: bool = False,  # per-head masks (dict keyed by HEAD_NAMES) instead of a flat mask
     device: torch.device | str = "cpu",
     gates_open: Sequence[bool] | None = None,  # per slot: would ADVANCE/FOSSILIZE pass its gate now (None: don't check)
-    probation: Sequence[bool]
-    | None = None,  # per slot: the seed is too young to judge, so PRUNE is masked (None: never)
-    affordable: Sequence[Sequence[bool] | None]
-    | None = None,  # per slot, per menu blueprint: fits the parameter budget (None: no budget)
+    probation: Sequence[bool] | None = None,  # per slot: too young to judge, so PRUNE is masked (None: never)
+    affordable: _Fits = None,  # per slot, per menu blueprint: fits the parameter budget (None: no budget)
     actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space (its menu sizes the blueprint entries)
 ) -> torch.Tensor | dict[str, torch.Tensor]:
     "Boolean mask(s) of the actions the lifecycle allows (and, with `gates_open`, that its gates would let through)."
