@@ -76,7 +76,8 @@ def test_an_episode_grows_the_new_blueprint(wide):
     res = run_episode(get_task("mnist1d"), ScheduleTamiyo((wide,)), CFG, seed=0, actions=menu)
     grown = [r for r in res.lifecycle_log if r["to"] == "GERMINATED"]
     assert [r["blueprint"] for r in grown] == [wide] and res.params_added == grown[0]["params"] > 0
-    assert HeuristicTamiyo(HeuristicConfig(blueprints=(wide,))).preferences(_model(menu)) == (wide, "norm")
+    assert HeuristicTamiyo().preferences(_model(menu)) == ("norm", wide)  # known ones in its order, then new ones
+    assert HeuristicTamiyo(HeuristicConfig(blueprints=(wide,))).preferences(_model(menu)) == (wide,)
     ep = Episode(get_task("mnist1d"), CFG, actions=menu)
     ep.reset(0)
     obs, _ = ep.step(TamiyoAction(LifecycleOp.GERMINATE, "block1", wide))
