@@ -60,7 +60,7 @@ class ActionSpace:
 
     def __post_init__(self):
         menu = self.blueprints
-        if isinstance(menu, str) or not all(isinstance(b, str) and b for b in menu):
+        if not isinstance(menu, (tuple, list)) or not all(isinstance(b, str) and b for b in menu):
             raise ValueError(f"blueprints must be a tuple of blueprint names (got {menu!r})")
         object.__setattr__(self, "blueprints", tuple(menu))
         if not menu:

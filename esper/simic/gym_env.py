@@ -53,14 +53,10 @@ class GrowthEnv(gymnasium.Env):
         rollback_penalty: float = 0.1,  # charged when the governor rolled back during the epoch
         task_factory: Callable[[int], Any] | None = None,  # seed -> Task (default: `get_task` with that shuffle)
         device: str | torch.device = "cpu",  # where the host trains
-        actions: ActionSpace = DEFAULT_ACTION_SPACE,  # Tamiyo's action space: the run's blueprint menu
+        actions: ActionSpace = DEFAULT_ACTION_SPACE,  # Tamiyo's action space, or the run's blueprint menu (names)
     ):
         self.cfg = episode_config or EpisodeConfig()
-        if not isinstance(actions, ActionSpace):
-            raise TypeError(
-                f"actions must be an ActionSpace, e.g. ActionSpace(('norm', 'attention')) (got {actions!r})"
-            )
-        self.actions = actions
+        self.actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
         if self.cfg.max_epochs < 2:
             raise ValueError(
                 f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {self.cfg.max_epochs})"
@@ -71,9 +67,9 @@ class GrowthEnv(gymnasium.Env):
         self.task_factory = task_factory or partial(task_with_shuffle, task)  # module-level: envs pickle
         with torch.random.fork_rng(devices=[]):  # building a throwaway host must not move the global torch RNG
             self.n_slots = n_slots_of(self.task_factory(0), self.cfg)
-        sizes = action_dim(self.n_slots, factored=True, actions=actions)
+        sizes = action_dim(self.n_slots, factored=True, actions=self.actions)
         self.action_space = spaces.MultiDiscrete([sizes[h] for h in HEAD_NAMES])
-        self.observation_space = spaces.Box(-np.inf, np.inf, (state_dim(self.n_slots, actions),), np.float32)
+        self.observation_space = spaces.Box(-np.inf, np.inf, (state_dim(self.n_slots, self.actions),), np.float32)
         self.episode: Episode | None = None
         self.run_seed: int | None = None
         self._obs: dict[str, Any] | None = None

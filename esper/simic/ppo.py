@@ -55,7 +55,7 @@ class PPOAgent:
         state_dim: int,  # observation length
         action_dim: int | dict[str, int] | None = None,  # number of actions or head sizes (None: `actions`' flat ones)
         *,
-        actions: ActionSpace = DEFAULT_ACTION_SPACE,  # Tamiyo's action space (blueprint menu), saved with the agent
+        actions: ActionSpace = DEFAULT_ACTION_SPACE,  # Tamiyo's action space or blueprint menu, saved with the agent
         config: TrainingConfig | None = None,  # hyperparameters (default: built from `hparams`)
         device: str | torch.device = "cpu",
         anomaly_detector: AnomalyDetector | None = None,  # default: the thresholds in `config`
@@ -67,10 +67,7 @@ class PPOAgent:
         config = resolve_config(config, hparams, "PPOAgent")  # validates every value, naming the field
         if not (isinstance(state_dim, int) and state_dim >= 1):
             raise ValueError(f"state_dim must be an integer >= 1 (got {state_dim!r})")
-        if not isinstance(actions, ActionSpace):
-            raise TypeError(
-                f"actions must be an ActionSpace, e.g. ActionSpace(('norm', 'attention')) (got {actions!r})"
-            )
+        actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
         action_dim = actions.n_flat if action_dim is None else action_dim
         self.state_dim, self.actions = state_dim, actions
         self.head_sizes = head_sizes_of(action_dim)

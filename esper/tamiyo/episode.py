@@ -38,14 +38,10 @@ class Episode:
         device: str | torch.device = "cpu",  # where the model trains
         stream: "torch.cuda.Stream|None" = None,  # CUDA stream for this env's work (None: the current stream)
         step_offset: int = 0,  # added to the epoch for the `step` of events (vectorized runs)
-        actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space: its blueprint menu
+        actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space, or its blueprint menu (names)
     ):
         self.task, self.cfg, self.hub, self.env_id = task, config or EpisodeConfig(), hub, env_id
-        if not isinstance(actions, ActionSpace):
-            raise TypeError(
-                f"actions must be an ActionSpace, e.g. ActionSpace(('norm', 'attention')) (got {actions!r})"
-            )
-        self.actions = actions
+        self.actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
         self.device = resolve_device(device)
         if stream is not None and self.device.type != "cuda":
             raise ValueError(f"a CUDA stream needs a CUDA device (got {self.device})")
@@ -388,7 +384,7 @@ def run_episode(
     hub: Any = None,  # optional telemetry hub
     env_id: int = 0,  # environment id on events
     device: str | torch.device = "cpu",  # where to train
-    actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space: its blueprint menu
+    actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space, or its blueprint menu (names)
 ) -> EpisodeResult:
     "Run one episode to the end with `controller` and return its summary."
     ep = Episode(task, config, hub, env_id, device, actions=actions)
