@@ -71,11 +71,6 @@ class PPOAgent:
         action_dim = actions.n_flat if action_dim is None else action_dim
         self.state_dim, self.actions = state_dim, actions
         self.head_sizes = head_sizes_of(action_dim)
-        if self.head_sizes.get("blueprint", len(actions.blueprints)) != len(actions.blueprints):
-            raise ValueError(
-                f"the blueprint head has {self.head_sizes['blueprint']} choices but the menu "
-                f"{actions.blueprints} has {len(actions.blueprints)}"
-            )
         self.action_dim = action_dim if isinstance(action_dim, int) else dict(self.head_sizes)
         self.factored = FLAT_HEAD not in self.head_sizes
         self.mask_shapes = mask_shapes_of(self.head_sizes)  # per head, plus `op|slot` when factored
