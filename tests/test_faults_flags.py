@@ -59,6 +59,9 @@ REFUSED = [  # (subcommand, its flags, the flag the line must name, words it mus
     ("compare", ["--fixed-concurrent"], "--fixed-concurrent", "add fixed to --controllers"),
     ("compare", ["--controllers", "static", "fixed", "--fixed-rule", "nope"], "--fixed-rule", "invalid choice"),
     ("compare", ["--seeds", "1", "1"], "--seeds", "repeats 1"),
+    ("compare", ["--controllers", "fixed", "--blueprints", "norm"], "--fixed-rule", "not on the --blueprints menu"),
+    ("compare", ["--blueprints", "norm", "norm", "--fixed-rule", "norm"], "--blueprints", "repeats norm"),
+    ("compare", ["--blueprints", "resnet"], "--blueprints", "invalid choice"),
     ("compare", ["--controllers", "static", "static"], "--controllers", "repeats static"),
     ("compare", ["--checkpoint", "agent.pt"], "--checkpoint", "add ppo"),
     ("compare", ["--controllers", "ppo"], "--controllers ppo", "--checkpoint PATH"),
@@ -112,6 +115,7 @@ def test_combinations_that_do_something_still_parse_up_to_the_largest_seed(capsy
     p.parse_args(["compare", "--controllers", "fixed", "--fixed-rule", "conv_small", "norm", "--fixed-concurrent",
                   "--seeds", "0", str(SEED_MAX)])
     p.parse_args(["compare", "--checkpoint", "agent.pt"])  # the default controllers then include ppo
+    p.parse_args(["compare", "--blueprints", "depthwise", "norm", "--fixed-rule", "norm"])
     p.parse_args(["compare", "--controllers", "static", "ppo", "--checkpoint", "agent.pt"])
 
 

@@ -806,11 +806,12 @@ def test_checkpoint_stores_the_config_as_a_plain_dict_and_reads_older_layouts(tm
     from esper.simic.checkpoint import ARCH_FIELDS, HPARAM_FIELDS
     from esper.simic.config import TrainingConfig
     from esper.simic.ppo import PPOAgent
+    from esper.leyline import BLUEPRINTS
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, gamma=0.97, target_kl=None, entropy_anneal_steps=3,
                      anomaly_max_ratio_threshold=4.0)
     agent.save(tmp_path / "a.pt")
     ck = torch.load(tmp_path / "a.pt", weights_only=True)
-    assert ck["config"] == {"state_dim": 4, "action_dim": 3, **agent.config.to_dict()}
+    assert ck["config"] == {"state_dim": 4, "action_dim": 3, "blueprints": list(BLUEPRINTS), **agent.config.to_dict()}
     restored = PPOAgent.from_checkpoint(tmp_path / "a.pt")
     assert restored.config == agent.config and restored.anomaly_detector.max_ratio_threshold == 4.0
     # a checkpoint written before the whole config was stored: architecture and PPO fields only

@@ -23,6 +23,8 @@ from esper.cli import (
     positive_int,
     refuse_earlier_results,
 )
+from ..kasmina import check_blueprint_menu, registered_blueprints
+from ..leyline import BLUEPRINTS, ActionSpace
 from ..leyline.files import OutputError, check_output_dir, figure_bytes, json_text, write_files_atomic
 from ..tasks import get_task
 from ..tamiyo.baselines import RandomTamiyo, ScheduleTamiyo, StaticTamiyo
@@ -65,38 +67,11 @@ def _mean_std(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
 
-# Student's t, 97.5% quantile, by degrees of freedom (two-sided 95%); the normal 1.96 beyond 30
-_T975 = (
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-    2.120,
-    2.110,
-    2.101,
-    2.093,
-    2.086,
-    2.080,
-    2.074,
-    2.069,
-    2.064,
-    2.060,
-    2.056,
-    2.052,
-    2.048,
-    2.045,
-    2.042,
+# Student's t, 97.5% quantile, by degrees of freedom 1-30 (two-sided 95%); the normal 1.96 beyond 30
+_T975 = tuple(
+    float(t)
+    for t in "12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 "
+    "2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042".split()
 )
 
 
@@ -193,6 +168,7 @@ def run_comparison(
     fixed_concurrent: bool = False,  # the "fixed" controller grows its seeds side by side
     lr_schedule: str = "constant",  # host and seed learning rates over an episode: "constant" or "cosine"
     param_budget: int | None = None,  # most parameters in all, host and seeds, for every controller (None: none)
+    blueprints: tuple[str, ...] = BLUEPRINTS,  # the blueprint menu every controller grows from
 ) -> dict[str, Any]:
     "Run every controller on every seed; return (and optionally write) the per-episode results and the table."
     if not seeds:
@@ -200,10 +176,19 @@ def run_comparison(
     bad = [c for c in controllers if c not in CONTROLLERS]
     if bad:
         raise ValueError(f"unknown controller(s) {bad}; choose from {', '.join(CONTROLLERS)}")
+    actions = ActionSpace(check_blueprint_menu(blueprints))
+    off_menu = [b for b in fixed_rule if b not in actions.blueprints] if "fixed" in controllers else []
+    if off_menu:
+        raise ValueError(f"fixed_rule names {', '.join(off_menu)}, not on the menu {', '.join(actions.blueprints)}")
     if out is not None:
         check_output_dir(out, "out")  # checked before the first episode, not after the last
-    if "ppo" in controllers:  # a bad checkpoint fails now, before the other controllers run
-        make_controller("ppo", checkpoint=checkpoint, device=device)
+    if "ppo" in controllers:  # a bad checkpoint, or one of another menu, fails now, before the other controllers run
+        trained = make_controller("ppo", checkpoint=checkpoint, device=device).agent.actions
+        if trained != actions:
+            raise ValueError(
+                f"checkpoint {checkpoint} was trained on the blueprint menu {', '.join(trained.blueprints)}; "
+                f"compare on that menu (blueprints), not {', '.join(actions.blueprints)}"
+            )
     cfg = EpisodeConfig(
         max_epochs=max_epochs, host=host, max_batches=max_batches, lr_schedule=lr_schedule, param_budget=param_budget
     )
@@ -219,7 +204,7 @@ def run_comparison(
                 fixed_concurrent=fixed_concurrent,
             )
             t = get_task(task, seed=s, data_dir=data_dir, host=host)  # a held-out seed (1000 and up): its own data
-            r = run_episode(t, ctrl, cfg, seed=s, device=device).to_dict() | {"seed": s}
+            r = run_episode(t, ctrl, cfg, seed=s, device=device, actions=actions).to_dict() | {"seed": s}
             results.setdefault(name, []).append(r)
             if progress:
                 print(
@@ -243,6 +228,7 @@ def run_comparison(
         fixed_concurrent=fixed_concurrent,
         lr_schedule=lr_schedule,
         param_budget=param_budget,
+        blueprints=list(actions.blueprints),
     )
     res = {"rows": rows, "episodes": results, "table": table, "title": title, "config": config}
     if out is not None:
@@ -273,7 +259,6 @@ def comparison_files(
 def add_parser(subparsers) -> None:
     "Register `esper-train compare`."
     from esper.cli import SEED_MAX
-    from esper.leyline import BLUEPRINTS
 
     p = subparsers.add_parser(
         "compare",
@@ -292,7 +277,7 @@ def add_parser(subparsers) -> None:
         "--fixed-rule",
         nargs="+",
         default=list(DEFAULT_FIXED_RULE),
-        choices=BLUEPRINTS,
+        choices=registered_blueprints(),
         metavar="BLUEPRINT",
         help="blueprints the 'fixed' controller germinates in slot order, each advanced and fossilized "
         "as soon as its gates allow (default: conv_heavy)",
@@ -302,6 +287,15 @@ def add_parser(subparsers) -> None:
         action="store_true",
         help="the 'fixed' controller plants all its seeds first and grows them side by side "
         "(default: each seed after the last one is fossilized)",
+    )
+    p.add_argument(
+        "--blueprints",
+        nargs="+",
+        default=list(BLUEPRINTS),
+        choices=registered_blueprints(),
+        metavar="BLUEPRINT",
+        help="the blueprint menu every controller grows from, in this order (a PPO checkpoint's own menu; "
+        f"default: {' '.join(BLUEPRINTS)}; registered: {' '.join(registered_blueprints())})",
     )
     p.add_argument("--checkpoint", default=None, help="PPO checkpoint written by `esper-train ppo --save`")
     p.add_argument(
@@ -337,7 +331,7 @@ def add_parser(subparsers) -> None:
 
 def _compare_flags_error(args) -> str | None:
     "The one-line error for a flag of `esper-train compare` that has no effect as combined (None: all are used)."
-    for flag in ("controllers", "seeds"):
+    for flag in ("controllers", "seeds", "blueprints"):
         values = getattr(args, flag) or []
         repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
         if repeated:
@@ -347,6 +341,12 @@ def _compare_flags_error(args) -> str | None:
         if args.fixed_rule != list(DEFAULT_FIXED_RULE) or args.fixed_concurrent:
             flag = "--fixed-rule" if args.fixed_rule != list(DEFAULT_FIXED_RULE) else "--fixed-concurrent"
             return f"{flag} sets the 'fixed' controller, which --controllers leaves out; add fixed to --controllers"
+    off_menu = [b for b in args.fixed_rule if b not in args.blueprints]
+    if off_menu and (args.controllers is None or "fixed" in controllers):
+        return (
+            f"--fixed-rule names {' '.join(off_menu)}, not on the --blueprints menu; "
+            f"add it to --blueprints or give a --fixed-rule from the menu"
+        )
     if args.controllers is not None and args.checkpoint is not None and "ppo" not in controllers:
         return f"--checkpoint {args.checkpoint} is the 'ppo' controller's, which --controllers leaves out; add ppo"
     if "ppo" in controllers and args.checkpoint is None:
@@ -377,6 +377,7 @@ def run(args) -> int:
                 fixed_concurrent=args.fixed_concurrent,
                 lr_schedule=args.lr_schedule,
                 param_budget=args.param_budget,
+                blueprints=tuple(args.blueprints),
             )
             print(res["table"], flush=True)  # the results first: a folder that cannot take them loses nothing shown
             try:

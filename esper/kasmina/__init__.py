@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['SeedModule', 'BlueprintSpec', 'BLUEPRINT_REGISTRY', 'BLUEPRINT_FAMILIES', 'get_blueprint', 'build_blueprint',
            'family_for_dims', 'blend_curve', 'SeedMetrics', 'SeedState', 'GateResult', 'GateConfig', 'check_gate',
-           'SeedSlot', 'MorphogeneticModel']
+           'SeedSlot', 'MorphogeneticModel', 'registered_blueprints', 'check_blueprint_menu']
 
 # %% ../../nbs/kasmina/03_kasmina.ipynb #d8192a9a
 from esper.kasmina.blueprints import (
@@ -18,7 +18,7 @@ from esper.kasmina.blueprints import (
     family_for_dims,
 )
 from .slot import blend_curve, SeedMetrics, SeedState, GateResult, GateConfig, check_gate, SeedSlot
-from .model import MorphogeneticModel
+from .model import MorphogeneticModel, registered_blueprints, check_blueprint_menu
 
 # %% ../../nbs/kasmina/03_kasmina.ipynb #61215641
 _all_ = [
@@ -37,4 +37,6 @@ _all_ = [
     "check_gate",
     "SeedSlot",
     "MorphogeneticModel",
+    "registered_blueprints",
+    "check_blueprint_menu",
 ]

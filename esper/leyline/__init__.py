@@ -7,7 +7,7 @@ __all__ = ['DEFAULT_GAMMA', 'DEFAULT_GAE_LAMBDA', 'DEFAULT_CLIP_RATIO', 'DEFAULT
            'DEFAULT_ENTROPY_COEF_MIN', 'DEFAULT_VALUE_COEF', 'DEFAULT_MAX_GRAD_NORM', 'DEFAULT_N_PPO_EPOCHS',
            'DEFAULT_BATCH_SIZE', 'DEFAULT_TARGET_KL', 'DEFAULT_HIDDEN_DIM', 'DEFAULT_LSTM_HIDDEN_DIM',
            'DEFAULT_BLEND_EPOCHS', 'DEFAULT_MIN_TRAINING_EPOCHS', 'DEFAULT_MIN_HOLDING_EPOCHS',
-           'DEFAULT_EMBARGO_EPOCHS', 'BASE_FEATURE_DIM']
+           'DEFAULT_EMBARGO_EPOCHS', 'SIGNAL_FEATURE_DIM', 'BASE_FEATURE_DIM']
 
 # %% ../../nbs/leyline/03_leyline.ipynb #5342cfa0
 from esper.leyline.lifecycle import (
@@ -32,6 +32,9 @@ from esper.leyline.actions import (
     op_to_flat,
     N_FLAT_ACTIONS,
     factored_head_sizes,
+    ActionSpace,
+    DEFAULT_ACTION_SPACE,
+    flat_germinations,
 )
 from esper.leyline.telemetry import (
     SEED_TELEMETRY_DIM,
@@ -61,7 +64,8 @@ DEFAULT_BLEND_EPOCHS: int = 5  # epochs for alpha to ramp 0 -> 1
 DEFAULT_MIN_TRAINING_EPOCHS: int = 3  # epochs in TRAINING before a seed may blend
 DEFAULT_MIN_HOLDING_EPOCHS: int = 1  # epochs in HOLDING before a seed may fossilize
 DEFAULT_EMBARGO_EPOCHS: int = 3  # epochs a pruned slot stays unusable
-BASE_FEATURE_DIM: int = 35  # length of the base observation (obs_to_base_features)
+SIGNAL_FEATURE_DIM: int = 30  # base observation features before the blueprint one-hot (obs_to_base_features)
+BASE_FEATURE_DIM: int = SIGNAL_FEATURE_DIM + len(BLUEPRINTS)  # the whole base observation, default menu: 35
 
 # %% ../../nbs/leyline/03_leyline.ipynb #c1374953
 __all__ = [
@@ -84,6 +88,9 @@ __all__ = [
     "op_to_flat",
     "N_FLAT_ACTIONS",
     "factored_head_sizes",
+    "ActionSpace",
+    "DEFAULT_ACTION_SPACE",
+    "flat_germinations",
     "SEED_TELEMETRY_DIM",
     "SeedTelemetry",
     "TelemetryEventType",
@@ -106,5 +113,6 @@ __all__ = [
     "DEFAULT_MIN_TRAINING_EPOCHS",
     "DEFAULT_MIN_HOLDING_EPOCHS",
     "DEFAULT_EMBARGO_EPOCHS",
+    "SIGNAL_FEATURE_DIM",
     "BASE_FEATURE_DIM",
 ]

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'CHECKPOINT_VERSION', 'ARCH_FIELDS', 'HPARAM_FIELDS', 'AGENT_ENTRIES', 'FINITE_ENTRIES',
-           'agent_config', 'stored_config', 'save_agent', 'read_checkpoint', 'restore_agent', 'load_agent',
-           'agent_from_checkpoint', 'verify_archive', 'check_entries', 'first_nonfinite']
+           'agent_config', 'stored_config', 'stored_actions', 'save_agent', 'read_checkpoint', 'restore_agent',
+           'load_agent', 'agent_from_checkpoint', 'verify_archive', 'check_entries', 'first_nonfinite']
 
 # %% ../../nbs/simic/10_checkpoint.ipynb #832e1ee5
 import math
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from ..leyline import BLUEPRINTS, ActionSpace
 from ..leyline.files import save_torch_atomic
 from .config import PPO_FIELDS, TrainingConfig
 from .flat_params import match_optimizer_state
@@ -36,13 +37,28 @@ HPARAM_FIELDS = tuple(f for f in PPO_FIELDS if f not in ARCH_FIELDS)
 
 
 def agent_config(agent) -> dict:
-    "Constructor arguments that rebuild `agent`: `state_dim`, `action_dim` and every field of its `TrainingConfig`."
-    return {"state_dim": agent.state_dim, "action_dim": agent.action_dim, **asdict(agent.config)}
+    "Constructor arguments that rebuild `agent`: its sizes, its blueprint menu and every field of its `TrainingConfig`."
+    sizes = {"state_dim": agent.state_dim, "action_dim": agent.action_dim}
+    return {**sizes, "blueprints": list(agent.actions.blueprints), **asdict(agent.config)}
 
 
 def stored_config(config: dict) -> TrainingConfig:
     "The validated `TrainingConfig` in a checkpoint's `config`; fields an older checkpoint lacks take their defaults."
-    return TrainingConfig.from_dict({k: v for k, v in config.items() if k not in ("state_dim", "action_dim")})
+    return TrainingConfig.from_dict(
+        {k: v for k, v in config.items() if k not in ("state_dim", "action_dim", "blueprints")}
+    )
+
+
+def stored_actions(
+    config: dict,  # a checkpoint's `config`
+    path: str | os.PathLike = "",  # where it came from, for the message
+) -> ActionSpace:
+    "The action space an agent was saved with: its stored blueprint menu, or `BLUEPRINTS` (checkpoints before menus)."
+    menu = config.get("blueprints", BLUEPRINTS)  # written before menus were stored: the menu was always BLUEPRINTS
+    try:
+        return ActionSpace(menu if isinstance(menu, str) else tuple(menu))
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{path}: its stored blueprint menu is invalid: {e}") from None
 
 
 def save_agent(
@@ -131,6 +147,12 @@ def restore_agent(
 ) -> None:
     "Restore `agent` in place from a verified checkpoint payload."
     cfg = ck["config"]
+    menu = stored_actions(cfg, path).blueprints
+    if menu != agent.actions.blueprints:
+        raise ValueError(
+            f"checkpoint {path} was trained on the blueprint menu {menu}, but this run's menu is "
+            f"{agent.actions.blueprints}; run on the checkpoint's menu or train a new agent"
+        )
     for k in ARCH_FIELDS:
         if cfg[k] != getattr(agent, k):
             raise ValueError(f"checkpoint {path} has {k}={cfg[k]!r} but the agent has {k}={getattr(agent, k)!r}")
@@ -180,7 +202,9 @@ def agent_from_checkpoint(path: str | os.PathLike, device="cpu"):
         config = stored_config(cfg)
     except (ValueError, TypeError) as e:
         raise ValueError(f"{path}: its stored config is invalid: {_one_line(e)}") from None
-    agent = PPOAgent(cfg["state_dim"], cfg["action_dim"], config=config, device=device)
+    agent = PPOAgent(
+        cfg["state_dim"], cfg["action_dim"], config=config, device=device, actions=stored_actions(cfg, path)
+    )
     restore_agent(agent, ck, path)
     return agent
 
@@ -238,6 +262,7 @@ def check_entries(
     lacking = [k for k in ARCH_FIELDS if k not in cfg]
     if lacking:
         raise ValueError(f"{bad}: config lacks {', '.join(lacking)}")
+    stored_actions(cfg, path)  # a stored menu is a valid one
     dims = cfg["state_dim"], cfg["action_dim"]  # the rest of the config is validated by `TrainingConfig`
     sizes = list(dims[1].values()) if isinstance(dims[1], dict) and dims[1] else [dims[1]]  # factored: one per head
     if not all(_is_int(v) and v > 0 for v in (dims[0], *sizes)):

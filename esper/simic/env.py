@@ -14,32 +14,36 @@ from typing import Any
 import torch
 
 from esper.leyline import (
-    BASE_FEATURE_DIM,
+    DEFAULT_ACTION_SPACE,
     SEED_TELEMETRY_DIM,
-    BLUEPRINTS,
+    ActionSpace,
     BlendAlgorithm,
     LifecycleOp,
-    N_FLAT_ACTIONS,
-    FlatAction,
-    flat_to_op,
-    factored_head_sizes,
+    flat_germinations,
 )
-from ..tamiyo.features import obs_to_base_features, compute_action_mask
+from ..tamiyo.features import actions_of, base_feature_dim, obs_to_base_features, compute_action_mask
 from ..tamiyo.signals import TamiyoAction
 from .rewards import RewardConfig, compute_reward
 from .seed_management import flat_action_slot, fossilized_contribution, unkept_contribution
 
 # %% ../../nbs/simic/21_env.ipynb #bbac16dd
-def state_dim(n_slots: int) -> int:
-    "Length of the policy's input for a host with `n_slots` slots: 35 base + 10 per slot."
+def state_dim(
+    n_slots: int,  # slots of the host
+    actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space (its menu sizes the one-hot)
+) -> int:
+    "Length of the policy's input for a host with `n_slots` slots: the base features (35 by default) + 10 per slot."
     if n_slots < 1:
         raise ValueError(f"n_slots must be >= 1 (got {n_slots})")
-    return BASE_FEATURE_DIM + SEED_TELEMETRY_DIM * n_slots
+    return base_feature_dim(actions) + SEED_TELEMETRY_DIM * n_slots
 
 
-def action_dim(n_slots: int, factored: bool) -> int | dict[str, int]:
-    "`PPOAgent` action_dim: 9 flat actions, or the factored head sizes."
-    return factored_head_sizes(n_slots) if factored else N_FLAT_ACTIONS
+def action_dim(
+    n_slots: int,  # slots of the host
+    factored: bool,  # the factored heads instead of the flat actions
+    actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space
+) -> int | dict[str, int]:
+    "`PPOAgent` action_dim: the flat actions (9 by default), or the factored head sizes."
+    return actions.head_sizes(n_slots) if factored else actions.n_flat
 
 
 def obs_to_state(
@@ -65,7 +69,9 @@ def action_masks(
     gates = [bool(s.get("gate_open", True)) for s in obs["slots"].values()]
     young = [bool(s.get("probation", False)) for s in obs["slots"].values()]
     fits = [s.get("affordable") for s in obs["slots"].values()]
-    return compute_action_mask(slot_stages(obs), factored=factored, gates_open=gates, probation=young, affordable=fits)
+    return compute_action_mask(
+        slot_stages(obs), factored=factored, gates_open=gates, probation=young, affordable=fits, actions=actions_of(obs)
+    )
 
 
 def decode_action(
@@ -74,13 +80,13 @@ def decode_action(
     factored: bool,  # which action space
 ) -> TamiyoAction:
     "The `TamiyoAction` a policy output stands for."
-    slots = list(obs["slots"])
+    slots, actions = list(obs["slots"]), actions_of(obs)
     if not factored:
-        op, bp = flat_to_op(int(action))
+        op, bp = actions.flat_to_op(int(action))
         slot = slots[flat_action_slot(obs, op)]
     else:
         op = LifecycleOp(int(action["op"]))
-        slot, bp = slots[int(action["slot"])], BLUEPRINTS[int(action["blueprint"])]
+        slot, bp = slots[int(action["slot"])], actions.blueprints[int(action["blueprint"])]
     if op == LifecycleOp.WAIT:
         return TamiyoAction.wait("policy")
     if op == LifecycleOp.GERMINATE:
@@ -89,15 +95,13 @@ def decode_action(
     return TamiyoAction(op, slot, reason="policy")
 
 
-_GERMINATE_FLAT = range(FlatAction.GERMINATE_NORM, FlatAction.GERMINATE_NORM + len(BLUEPRINTS))  # one per blueprint
-
-
 def offer_blueprint(
     mask: torch.Tensor | dict[str, torch.Tensor],  # from `action_masks`
     rng: random.Random,  # draws the blueprint on offer
     factored: bool,  # which action space the mask is for
 ) -> torch.Tensor | dict[str, torch.Tensor]:
     "A copy of `mask` in which germination is legal with one blueprint, drawn uniformly from those it allows."
+    # a flat mask is as long as its action space, whose germinations sit between WAIT and the last three ops
     if factored:
         legal = mask["blueprint"].nonzero().flatten().tolist()
         if len(legal) < 2:
@@ -105,7 +109,7 @@ def offer_blueprint(
         keep = torch.zeros_like(mask["blueprint"])
         keep[rng.choice(legal)] = True
         return {**mask, "blueprint": keep}
-    legal = [a for a in _GERMINATE_FLAT if bool(mask[a])]
+    legal = [a for a in flat_germinations(len(mask)) if bool(mask[a])]
     if len(legal) < 2:
         return mask
     chosen = rng.choice(legal)
@@ -165,9 +169,10 @@ def _stack_masks(masks: list, factored: bool):
 
 def _feature_name(obs: dict[str, Any], j: int) -> str:
     "What state feature `j` of `obs` is: a base feature or one slot's telemetry."
-    if j < BASE_FEATURE_DIM:
+    base = base_feature_dim(actions_of(obs))
+    if j < base:
         return f"base feature {j}"
-    slot, k = divmod(j - BASE_FEATURE_DIM, SEED_TELEMETRY_DIM)
+    slot, k = divmod(j - base, SEED_TELEMETRY_DIM)
     return f"{list(obs['slots'])[slot]} telemetry {k}"
 
 
@@ -210,6 +215,16 @@ def normalize_states(
     return norm.normalize(raw)
 
 
+def _check_menus(agent: Any, observations: list[dict[str, Any]]) -> None:
+    "Refuse, in one line, observations of a run whose blueprint menu is not the agent's."
+    for i, o in enumerate(observations):
+        if actions_of(o) != agent.actions:
+            raise ValueError(
+                f"the agent acts on the blueprint menu {agent.actions.blueprints}, but observation {i} comes from a "
+                f"run on {actions_of(o).blueprints}; play the episodes on the agent's menu"
+            )
+
+
 def act(
     agent: Any,  # a PPOAgent (flat or factored, optionally recurrent)
     observations: list[dict[str, Any]],  # one observation per env
@@ -219,6 +234,7 @@ def act(
     offers: list[random.Random | None] | None = None,  # per env: offer one blueprint drawn from this RNG
 ) -> list[Decision]:
     "Batched decisions for several envs in one forward pass."
+    _check_menus(agent, observations)
     states = normalize_states(agent, observations, update_normalizer, env_ids)
     masks = [action_masks(o, agent.factored) for o in observations]
     if offers is not None:
@@ -255,11 +271,12 @@ class PPOController:
 
     def decide(self, obs: dict[str, Any], model: Any = None) -> TamiyoAction:
         "The agent's action for one observation."
-        n = len(obs["slots"])
-        if state_dim(n) != self.agent.state_dim:
+        _check_menus(self.agent, [obs])
+        n, actions = len(obs["slots"]), actions_of(obs)
+        if state_dim(n, actions) != self.agent.state_dim:
             raise ValueError(
                 f"the agent was trained for state_dim={self.agent.state_dim}, but this host has {n} slots "
-                f"(state_dim={state_dim(n)}); use the same host preset and slots as in training"
+                f"(state_dim={state_dim(n, actions)}); use the same host preset and slots as in training"
             )
         d = act(self.agent, [obs], [self.env_id], self.deterministic, update_normalizer=False)[0]
         self.decisions.append(d)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from ..leyline import HEAD_NAMES, LifecycleOp
+from ..leyline import DEFAULT_ACTION_SPACE, HEAD_NAMES, ActionSpace, LifecycleOp
 from ..tamiyo.episode import Episode, EpisodeConfig
 from ..tamiyo.signals import TamiyoAction
 from .env import state_dim, action_dim, obs_to_state, action_masks, decode_action, step_reward
@@ -52,8 +52,10 @@ class GrowthEnv(gymnasium.Env):
         reward_config: RewardConfig | None = None,  # reward weights and rollback penalty (default `RewardConfig()`)
         task_factory: Callable[[int], Any] | None = None,  # seed -> Task (default: `get_task` with that shuffle)
         device: str | torch.device = "cpu",  # where the host trains
+        actions: ActionSpace = DEFAULT_ACTION_SPACE,  # Tamiyo's action space, or the run's blueprint menu (names)
     ):
         self.cfg = episode_config or EpisodeConfig()
+        self.actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
         if self.cfg.max_epochs < 2:
             raise ValueError(
                 f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {self.cfg.max_epochs})"
@@ -62,9 +64,9 @@ class GrowthEnv(gymnasium.Env):
         self.task_factory = task_factory or partial(task_with_shuffle, task)  # module-level: envs pickle
         with torch.random.fork_rng(devices=[]):  # building a throwaway host must not move the global torch RNG
             self.n_slots = n_slots_of(self.task_factory(0), self.cfg)
-        sizes = action_dim(self.n_slots, factored=True)
+        sizes = action_dim(self.n_slots, factored=True, actions=self.actions)
         self.action_space = spaces.MultiDiscrete([sizes[h] for h in HEAD_NAMES])
-        self.observation_space = spaces.Box(-np.inf, np.inf, (state_dim(self.n_slots),), np.float32)
+        self.observation_space = spaces.Box(-np.inf, np.inf, (state_dim(self.n_slots, self.actions),), np.float32)
         self.episode: Episode | None = None
         self.run_seed: int | None = None
         self._obs: dict[str, Any] | None = None
@@ -73,7 +75,7 @@ class GrowthEnv(gymnasium.Env):
         "Start a new run and train its first epoch; `seed` picks the data shuffle and the host init."
         super().reset(seed=seed)
         self.run_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-        self.episode = Episode(self.task_factory(self.run_seed), self.cfg, device=self.device)
+        self.episode = Episode(self.task_factory(self.run_seed), self.cfg, device=self.device, actions=self.actions)
         self._obs = self.episode.reset(self.run_seed)
         info = {"run_seed": self.run_seed, "epoch": self.episode.epoch, "action_mask": self.action_masks()}
         return self._state(), info

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from ..leyline import HEAD_NAMES, N_FLAT_ACTIONS, FlatAction, LifecycleOp
+from ..leyline import HEAD_NAMES, LifecycleOp, flat_germinations
 
 # %% ../../nbs/simic/02_networks.ipynb #f615f4ce
 FLAT_HEAD: str = "action"  # name of the single head of a flat policy
@@ -104,7 +104,6 @@ def evaluate_heads(
 # %% ../../nbs/simic/02_networks.ipynb #663bf66a
 #: Key of the blueprint-choice bonus among a loss's entropy coefficients (see `blueprint_choice_entropy`).
 BLUEPRINT_CHOICE: str = "blueprint_choice"
-_GERMINATIONS = slice(FlatAction.GERMINATE_NORM, FlatAction.ADVANCE)  # the flat germinate actions, one per blueprint
 
 
 def blueprint_choice_entropy(
@@ -113,13 +112,10 @@ def blueprint_choice_entropy(
 ) -> torch.Tensor:
     "Per sample, the entropy of the choice among the blueprints that may be germinated now; 0 where fewer than two may."
     if FLAT_HEAD in logits:
-        if logits[FLAT_HEAD].shape[-1] != N_FLAT_ACTIONS:
-            raise ValueError(
-                f"the blueprint choice needs the flat Esper action space ({N_FLAT_ACTIONS} actions, got "
-                f"{logits[FLAT_HEAD].shape[-1]})"
-            )
-        lg = logits[FLAT_HEAD][..., _GERMINATIONS]
-        m = None if masks is None else masks[FLAT_HEAD][..., _GERMINATIONS].bool()
+        g = flat_germinations(logits[FLAT_HEAD].shape[-1])  # any menu's: between WAIT and the last three ops
+        germinations = slice(g.start, g.stop)
+        lg = logits[FLAT_HEAD][..., germinations]
+        m = None if masks is None else masks[FLAT_HEAD][..., germinations].bool()
     else:
         lg = logits["blueprint"]
         m = None if masks is None else masks["blueprint"].bool() & masks["op"][..., [LifecycleOp.GERMINATE]].bool()

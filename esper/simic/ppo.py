@@ -12,7 +12,7 @@ from dataclasses import replace
 import torch
 from fastcore.basics import patch
 
-from ..leyline import N_FLAT_ACTIONS, LifecycleOp, flat_to_op
+from ..leyline import DEFAULT_ACTION_SPACE, ActionSpace, LifecycleOp
 from .annealing import EntropySchedule, linear_anneal
 from .anomaly_detector import AnomalyDetector
 from .buffer import MultiEnvRolloutBuffer
@@ -53,8 +53,9 @@ class PPOAgent:
     def __init__(
         self,
         state_dim: int,  # observation length
-        action_dim: int | dict[str, int] = N_FLAT_ACTIONS,  # number of actions, or head sizes keyed by HEAD_NAMES
+        action_dim: int | dict[str, int] | None = None,  # number of actions or head sizes (None: `actions`' flat ones)
         *,
+        actions: ActionSpace = DEFAULT_ACTION_SPACE,  # Tamiyo's action space or blueprint menu, saved with the agent
         config: TrainingConfig | None = None,  # hyperparameters (default: built from `hparams`)
         device: str | torch.device = "cpu",
         anomaly_detector: AnomalyDetector | None = None,  # default: the thresholds in `config`
@@ -66,12 +67,14 @@ class PPOAgent:
         config = resolve_config(config, hparams, "PPOAgent")  # validates every value, naming the field
         if not (isinstance(state_dim, int) and state_dim >= 1):
             raise ValueError(f"state_dim must be an integer >= 1 (got {state_dim!r})")
-        self.state_dim = state_dim
+        actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
+        action_dim = actions.n_flat if action_dim is None else action_dim
+        self.state_dim, self.actions = state_dim, actions
         self.head_sizes = head_sizes_of(action_dim)
         self.action_dim = action_dim if isinstance(action_dim, int) else dict(self.head_sizes)
         self.factored = FLAT_HEAD not in self.head_sizes
         self.mask_shapes = mask_shapes_of(self.head_sizes)  # per head, plus `op|slot` when factored
-        _check_germinate_lambda(config, self.head_sizes, self.action_dim)
+        _check_germinate_lambda(config, self.head_sizes, self.action_dim, actions)
         self._config = config
         self.device = resolve_device(device)
         if config.recurrent:
@@ -95,15 +98,15 @@ class PPOAgent:
         self._hidden, self._hidden_in, self._last_acted = {}, {}, {}
 
 
-def _check_germinate_lambda(config: TrainingConfig, head_sizes: dict[str, int], action_dim) -> None:
+def _check_germinate_lambda(config: TrainingConfig, head_sizes: dict[str, int], action_dim, actions) -> None:
     "Refuse `germinate_gae_lambda` unless the actions are Tamiyo's, in which germinations can be found."
     if config.germinate_gae_lambda is None:
         return
     if FLAT_HEAD not in head_sizes and "op" not in head_sizes:
         raise ValueError(f"germinate_gae_lambda needs an `op` head to find germinations (heads: {tuple(head_sizes)})")
-    if FLAT_HEAD in head_sizes and action_dim != N_FLAT_ACTIONS:
+    if FLAT_HEAD in head_sizes and action_dim != actions.n_flat:
         raise ValueError(
-            f"germinate_gae_lambda needs Tamiyo's flat actions ({N_FLAT_ACTIONS}) to find germinations "
+            f"germinate_gae_lambda needs Tamiyo's flat actions ({actions.n_flat} for its menu) to find germinations "
             f"(this agent has {action_dim})"
         )
 
@@ -124,7 +127,7 @@ def config(self: PPOAgent, config: TrainingConfig) -> None:
             raise ValueError(f"config.{name} is fixed by the network: {old!r} cannot become {new!r}")
     if self.anomaly_detector == AnomalyDetector(**self._config.to_anomaly_kwargs()):  # it follows the config
         self.anomaly_detector = AnomalyDetector(**config.to_anomaly_kwargs())
-    _check_germinate_lambda(config, self.head_sizes, self.action_dim)
+    _check_germinate_lambda(config, self.head_sizes, self.action_dim, self.actions)
     kernels_change = config.fast_update != self._config.fast_update
     self._config = replace(config)  # a validated copy
     if kernels_change:
@@ -239,7 +242,7 @@ def _policy_advantages(self: PPOAgent, advantages: torch.Tensor) -> torch.Tensor
 def _germinations(self: PPOAgent) -> torch.Tensor:
     "Which stored steps germinate a seed (bool `[N]`, in the buffer's env order; the agent's actions are Tamiyo's)."
     actions = [a for b in self.buffer.envs.values() for a in b.actions]
-    ops = [a["op"] if self.factored else flat_to_op(a[FLAT_HEAD])[0] for a in actions]
+    ops = [a["op"] if self.factored else self.actions.flat_to_op(a[FLAT_HEAD])[0] for a in actions]
     return torch.tensor([op == LifecycleOp.GERMINATE for op in ops], dtype=torch.bool)
 
 

@@ -9,7 +9,8 @@ __all__ = ['StaticTamiyo', 'RandomTamiyo', 'ScheduleTamiyo']
 import random
 from typing import Any
 
-from ..leyline import BLUEPRINTS, BlendAlgorithm, LifecycleOp
+from ..leyline import BlendAlgorithm, LifecycleOp
+from ..kasmina import check_blueprint_menu
 from .features import ops_allowed
 from .signals import TamiyoAction
 
@@ -53,7 +54,9 @@ class RandomTamiyo:
         if op == LifecycleOp.WAIT:
             return TamiyoAction.wait("random wait")
         if op == LifecycleOp.GERMINATE:
-            return TamiyoAction(op, slot, self.rng.choice(BLUEPRINTS), self.rng.choice(list(BlendAlgorithm)), "random")
+            return TamiyoAction(
+                op, slot, self.rng.choice(model.blueprints), self.rng.choice(list(BlendAlgorithm)), "random"
+            )
         return TamiyoAction(op, slot, reason="random")
 
 # %% ../../nbs/tamiyo/03_baselines.ipynb #676581f6
@@ -73,9 +76,7 @@ class ScheduleTamiyo:
         self.blueprints = tuple(blueprints)
         if not self.blueprints:
             raise ValueError("a schedule needs at least one blueprint")
-        unknown = [b for b in self.blueprints if b not in BLUEPRINTS]
-        if unknown:
-            raise ValueError(f"unknown blueprint(s) {unknown}; choose from {BLUEPRINTS}")
+        check_blueprint_menu(tuple(dict.fromkeys(self.blueprints)))  # every name registered (repeats are fine)
         self.concurrent = bool(concurrent)
         self.name = ("concurrent:" if self.concurrent else "schedule:") + "+".join(self.blueprints)
         self.reset()

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ..leyline import SeedStage, LIVE_STAGES, BLUEPRINTS, TelemetryEvent, TelemetryEventType
+from ..leyline import SeedStage, LIVE_STAGES, DEFAULT_ACTION_SPACE, ActionSpace, TelemetryEvent, TelemetryEventType
 from ..kasmina import MorphogeneticModel
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
 from ..tolaria.governor import blowup_bound
@@ -39,8 +39,10 @@ class Episode:
         device: str | torch.device = "cpu",  # where the model trains
         stream: "torch.cuda.Stream|None" = None,  # CUDA stream for this env's work (None: the current stream)
         step_offset: int = 0,  # added to the epoch for the `step` of events (vectorized runs)
+        actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space, or its blueprint menu (names)
     ):
         self.task, self.cfg, self.hub, self.env_id = task, config or EpisodeConfig(), hub, env_id
+        self.actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
         self.device = resolve_device(device)
         if stream is not None and self.device.type != "cuda":
             raise ValueError(f"a CUDA stream needs a CUDA device (got {self.device})")
@@ -86,6 +88,7 @@ class Episode:
             hub=self.hub,
             env_id=self.env_id,
             param_budget=c.param_budget,
+            blueprints=self.actions.blueprints,
         ).to(self.device)
         self.runner = EpochRunner(
             self.model,
@@ -331,7 +334,8 @@ class Episode:
                 "seed_counterfactual": (fm.contribution or 0.0) if focus else 0.0,
                 "host_grad_norm": self.host_grad_norm,
                 "host_learning_phase": self.epoch / self.cfg.max_epochs,
-                "seed_blueprint_id": BLUEPRINTS.index(focus.blueprint_id) + 1 if focus else 0,
+                "seed_blueprint_id": self.actions.blueprint_id(focus.blueprint_id if focus else None),
+                "blueprints": self.actions.blueprints,
                 "focus_slot": focus.slot_id if focus else None,
                 "slots": {
                     s: {
@@ -339,9 +343,9 @@ class Episode:
                         "alpha": m.slot(s).alpha,
                         "gate_open": m.gate_open(s),
                         "probation": m.in_probation(s),
-                        "blueprint_id": BLUEPRINTS.index(m.slot(s).state.blueprint_id) + 1
-                        if m.slot(s).seed is not None
-                        else 0,
+                        "blueprint_id": self.actions.blueprint_id(
+                            m.slot(s).state.blueprint_id if m.slot(s).seed is not None else None
+                        ),
                         "contribution": (m.slot(s).state.metrics.contribution or 0.0) if m.slot(s).state else 0.0,
                         "germinated_epoch": m.slot(s).state.metrics.germinated_epoch if m.slot(s).state else None,
                         "affordable": m.affordable(s),
@@ -387,9 +391,10 @@ def run_episode(
     hub: Any = None,  # optional telemetry hub
     env_id: int = 0,  # environment id on events
     device: str | torch.device = "cpu",  # where to train
+    actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space, or its blueprint menu (names)
 ) -> EpisodeResult:
     "Run one episode to the end with `controller` and return its summary."
-    ep = Episode(task, config, hub, env_id, device)
+    ep = Episode(task, config, hub, env_id, device, actions=actions)
     controller.reset()
     obs = ep.reset(seed)
     while not ep.done:

@@ -9,7 +9,8 @@ __all__ = ['TrainingSignals', 'SignalTracker', 'TamiyoAction', 'Controller']
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..leyline import LifecycleOp, BLUEPRINTS, BlendAlgorithm
+from ..leyline import LifecycleOp, BlendAlgorithm
+from ..kasmina import registered_blueprints
 
 # %% ../../nbs/tamiyo/00_signals.ipynb #d71c2f09
 @dataclass(slots=True)
@@ -136,8 +137,10 @@ class TamiyoAction:
             object.__setattr__(self, "blend", BlendAlgorithm(self.blend))
         if self.op != LifecycleOp.WAIT and self.slot is None:
             raise ValueError(f"{self.op.name} needs a slot")
-        if self.op == LifecycleOp.GERMINATE and self.blueprint not in BLUEPRINTS:
-            raise ValueError(f"GERMINATE needs blueprint in {BLUEPRINTS} (got {self.blueprint!r})")
+        if self.op == LifecycleOp.GERMINATE and self.blueprint not in (known := registered_blueprints()):
+            raise ValueError(
+                f"GERMINATE needs a registered blueprint, one of {', '.join(known)} (got {self.blueprint!r})"
+            )
 
     @classmethod
     def wait(cls, reason: str = "") -> "TamiyoAction":

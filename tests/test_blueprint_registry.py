@@ -1,0 +1,129 @@
+"""Adding a blueprint is one class and one registry entry (issue 58): a throwaway blueprint registered in-process is
+germinated in an episode, in the gym environment, and by a PPO agent whose blueprint menu includes it, and learnt
+from in a PPO update; removing it leaves the registry as it was. Nothing else is edited: the flat actions, the
+one-hot features, the head sizes, the masks, the offers and the checks all follow the menu."""
+import contextlib
+import random
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from esper.kasmina import BLUEPRINT_FAMILIES, BLUEPRINT_REGISTRY, BlueprintSpec, SeedModule, registered_blueprints
+from esper.kasmina.model import _blueprint_cost
+from esper.leyline import BLUEPRINTS, HEAD_NAMES, ActionSpace, LifecycleOp
+from esper.simic import PPOAgent
+from esper.simic.env import act, action_dim, obs_to_state, state_dim, step_reward
+from esper.simic.gym_env import GrowthEnv
+from esper.tamiyo import TamiyoAction, run_episode
+from esper.tamiyo.baselines import ScheduleTamiyo
+from esper.tamiyo.episode import Episode, EpisodeConfig
+from esper.tamiyo.heuristic import HeuristicConfig, HeuristicTamiyo
+from esper.tasks import get_task
+
+CFG = EpisodeConfig(max_epochs=4, max_batches=2)
+
+
+class WideSeed(SeedModule):
+    "1×1 conv to twice the channels → ReLU → zero-initialised 1×1 conv back (a throwaway blueprint)."
+
+    blueprint = "wide_test"
+
+    def __init__(self, channels: int, dims: int):
+        super().__init__(channels, dims)
+        Conv = nn.Conv1d if dims == 1 else nn.Conv2d
+        self.up, self.down = Conv(channels, 2 * channels, 1), Conv(2 * channels, channels, 1)
+        nn.init.zeros_(self.down.weight)
+        nn.init.zeros_(self.down.bias)
+
+    def forward(self, h):
+        return self.down(torch.relu(self.up(h)))
+
+
+@contextlib.contextmanager
+def registered(cls: type[SeedModule]):
+    "Register `cls` for every host family for the length of the block (the one registry line), then remove it."
+    for family, dims in BLUEPRINT_FAMILIES.items():
+        BLUEPRINT_REGISTRY[family][cls.blueprint] = BlueprintSpec(cls.blueprint, family, cls, dims, cls.__doc__)
+    try:
+        yield cls.blueprint
+    finally:
+        for family in BLUEPRINT_FAMILIES:
+            BLUEPRINT_REGISTRY[family].pop(cls.blueprint, None)
+        _blueprint_cost.cache_clear()  # parameter counts are cached by name
+
+
+@pytest.fixture
+def wide():
+    with registered(WideSeed) as name:
+        yield name
+
+
+def test_registering_then_removing_leaves_the_registry_as_before():
+    before = {family: dict(specs) for family, specs in BLUEPRINT_REGISTRY.items()}
+    with registered(WideSeed) as name:
+        assert registered_blueprints() == (*BLUEPRINTS, name)
+        assert all(BLUEPRINT_REGISTRY[f][name].build(8).param_count > 0 for f in BLUEPRINT_FAMILIES)
+    assert {family: dict(specs) for family, specs in BLUEPRINT_REGISTRY.items()} == before
+    assert name not in registered_blueprints()
+    with pytest.raises(ValueError, match="wide_test are not registered; registered: norm"):
+        ScheduleTamiyo((name,))
+
+
+def test_an_episode_grows_the_new_blueprint(wide):
+    menu = ActionSpace(("norm", wide))
+    res = run_episode(get_task("mnist1d"), ScheduleTamiyo((wide,)), CFG, seed=0, actions=menu)
+    grown = [r for r in res.lifecycle_log if r["to"] == "GERMINATED"]
+    assert [r["blueprint"] for r in grown] == [wide] and res.params_added == grown[0]["params"] > 0
+    assert HeuristicTamiyo().preferences(_model(menu)) == ("norm", wide)  # known ones in its order, then new ones
+    assert HeuristicTamiyo(HeuristicConfig(blueprints=(wide,))).preferences(_model(menu)) == (wide,)
+    ep = Episode(get_task("mnist1d"), CFG, actions=menu)
+    ep.reset(0)
+    obs, _ = ep.step(TamiyoAction(LifecycleOp.GERMINATE, "block1", wide))
+    x = obs_to_state(obs)
+    assert x.shape == (state_dim(2, menu),) == (30 + 2 + 20,)
+    assert obs["seed_blueprint_id"] == 2 and x[30:32].tolist() == [0.0, 1.0]  # its one-hot: second on the menu
+
+
+def _model(menu):
+    ep = Episode(get_task("mnist1d"), CFG, actions=menu)
+    ep.start(0)
+    return ep.model
+
+
+def test_the_gym_env_germinates_it_through_the_blueprint_head(wide):
+    menu = ActionSpace((wide,))
+    env = GrowthEnv(episode_config=CFG, actions=menu)
+    assert env.action_space.nvec.tolist() == [2, 1, 3, len(LifecycleOp)]
+    env.reset(seed=0)
+    heads = {"slot": 0, "blueprint": 0, "blend": 0, "op": int(LifecycleOp.GERMINATE)}
+    state, _, _, _, info = env.step(np.array([heads[h] for h in HEAD_NAMES]))
+    assert info["action_success"] and env.episode.model.slot("block1").state.blueprint_id == wide
+    assert state.shape == (state_dim(2, menu),)
+
+
+def test_a_ppo_agent_on_a_menu_with_it_germinates_it_and_updates(wide, tmp_path):
+    menu = ActionSpace((wide, "norm"))
+    torch.manual_seed(0)
+    agent = PPOAgent(state_dim(2, menu), action_dim(2, False, menu), actions=menu, hidden_dim=16, n_epochs=2,
+                     batch_size=4, blueprint_entropy_coef=0.05, germinate_gae_lambda=0.5)
+    assert agent.action_dim == 6
+    ep = Episode(get_task("mnist1d"), CFG, actions=menu)
+    obs, chosen = ep.reset(1), []
+    while not ep.done:
+        offer = random.Random(obs["epoch"]) if obs["epoch"] % 2 else None
+        d = act(agent, [obs], [0], offers=[offer])[0]
+        chosen.append(d.tamiyo_action)
+        obs, _ = ep.step(d.tamiyo_action)
+        agent.store_transition(d.state, d.action, d.log_prob, d.value, step_reward(ep)["total"], done=ep.done,
+                               action_mask=d.mask)
+    assert (LifecycleOp.GERMINATE, wide) in [(a.op, a.blueprint) for a in chosen], chosen
+    before = [p.detach().clone() for p in agent.network.parameters()]
+    metrics = agent.update()
+    assert metrics and all(np.isfinite(v) for v in metrics.values() if isinstance(v, float))
+    assert any(not torch.equal(b, p) for b, p in zip(before, agent.network.parameters()))
+    agent.save(tmp_path / "wide.pt")
+    assert PPOAgent.from_checkpoint(tmp_path / "wide.pt").actions == menu
+    with pytest.raises(ValueError, match="trained on the blueprint menu \\('wide_test', 'norm'\\)"):
+        PPOAgent(state_dim(2), hidden_dim=16).load(tmp_path / "wide.pt")
