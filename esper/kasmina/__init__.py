@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['SeedModule', 'BlueprintSpec', 'BLUEPRINT_REGISTRY', 'BLUEPRINT_FAMILIES', 'get_blueprint', 'build_blueprint',
-           'family_for_dims', 'blend_curve', 'SeedMetrics', 'SeedState', 'GateResult', 'GateConfig', 'check_gate',
-           'SeedSlot', 'MorphogeneticModel']
+           'family_for_dims', 'register_blueprint', 'blend_curve', 'SeedMetrics', 'SeedState', 'GateResult',
+           'GateConfig', 'check_gate', 'SeedSlot', 'MorphogeneticModel']
 
 # %% ../../nbs/kasmina/03_kasmina.ipynb #d8192a9a
 from esper.kasmina.blueprints import (
@@ -16,6 +16,7 @@ from esper.kasmina.blueprints import (
     get_blueprint,
     build_blueprint,
     family_for_dims,
+    register_blueprint,
 )
 from .slot import blend_curve, SeedMetrics, SeedState, GateResult, GateConfig, check_gate, SeedSlot
 from .model import MorphogeneticModel
@@ -29,6 +30,7 @@ _all_ = [
     "get_blueprint",
     "build_blueprint",
     "family_for_dims",
+    "register_blueprint",
     "blend_curve",
     "SeedMetrics",
     "SeedState",
