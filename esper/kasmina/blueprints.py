@@ -75,9 +75,10 @@ class BlueprintSpec:
         if not self.needs_size:
             return self.factory(channels, self.dims)
         if size is None or len(size) != self.dims or min(size) < 1:
+            shape = "(L,)" if self.dims == 1 else "(H, W)"
             raise ValueError(
-                f"blueprint {self.name!r} needs the spatial size of its injection point "
-                f"({self.dims} positive integers; got {size!r})"
+                f"blueprint {self.name!r} needs the spatial size of its injection point, {shape} "
+                f"(got {size!r}; a MorphogeneticModel reads it from the host's .block_sizes)"
             )
         return self.factory(channels, self.dims, tuple(int(s) for s in size))
 
