@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['SeedModule', 'BlueprintSpec', 'BLUEPRINT_REGISTRY', 'BLUEPRINT_FAMILIES', 'get_blueprint', 'build_blueprint',
-           'family_for_dims', 'blend_curve', 'SeedMetrics', 'SeedState', 'GateResult', 'GateConfig', 'check_gate',
-           'SeedSlot', 'MorphogeneticModel', 'registered_blueprints', 'check_blueprint_menu']
+           'family_for_dims', 'register_blueprint', 'blend_curve', 'SeedMetrics', 'SeedState', 'GateResult',
+           'GateConfig', 'check_gate', 'SeedSlot', 'MorphogeneticModel', 'registered_blueprints',
+           'check_blueprint_menu']
 
 # %% ../../nbs/kasmina/03_kasmina.ipynb #d8192a9a
 from esper.kasmina.blueprints import (
@@ -16,6 +17,7 @@ from esper.kasmina.blueprints import (
     get_blueprint,
     build_blueprint,
     family_for_dims,
+    register_blueprint,
 )
 from .slot import blend_curve, SeedMetrics, SeedState, GateResult, GateConfig, check_gate, SeedSlot
 from .model import MorphogeneticModel, registered_blueprints, check_blueprint_menu
@@ -29,6 +31,7 @@ _all_ = [
     "get_blueprint",
     "build_blueprint",
     "family_for_dims",
+    "register_blueprint",
     "blend_curve",
     "SeedMetrics",
     "SeedState",

@@ -60,9 +60,9 @@ _seed_counter = itertools.count(1)
 
 
 @functools.cache
-def _blueprint_cost(blueprint: str, family: str, channels: int) -> int:
-    "Parameters a seed of `blueprint` adds at `channels` channels (built once per combination)."
-    return get_blueprint(blueprint, family).param_count(channels)
+def _blueprint_cost(blueprint: str, family: str, channels: int, size: tuple[int, ...] | None = None) -> int:
+    "Parameters a seed of `blueprint` adds at `channels` channels and spatial `size` (built once per combination)."
+    return get_blueprint(blueprint, family).param_count(channels, size)
 
 
 class MorphogeneticModel(nn.Module):
@@ -103,6 +103,10 @@ class MorphogeneticModel(nn.Module):
             }
         )
         self.slot_ids: tuple[str, ...] = tuple(n for n in names if n in slots)
+        sizes = getattr(host, "block_sizes", None)  # each block's output size, (L,) or (H, W): seeds may need it
+        self.slot_sizes: dict[str, tuple[int, ...] | None] = {
+            n: None if sizes is None else tuple(sizes[names.index(n)]) for n in self.slot_ids
+        }
         self.gates = gates or GateConfig()
         self.hub, self.env_id = hub, env_id
         self.param_budget = param_budget
@@ -161,7 +165,8 @@ class MorphogeneticModel(nn.Module):
         if self.param_budget is None:
             return [True] * len(self.blueprints)
         left = self.param_budget - self.total_param_count()
-        return [_blueprint_cost(b, self.family, s.channels) <= left for b in self.blueprints]
+        size = self.slot_sizes[s.slot_id]
+        return [_blueprint_cost(b, self.family, s.channels, size) <= left for b in self.blueprints]
 
     # ---- lifecycle ----------------------------------------------------------------------
     def _emit(self, kind: TelemetryEventType, slot: SeedSlot, state: SeedState, old: SeedStage | None, **extra) -> None:
@@ -202,14 +207,15 @@ class MorphogeneticModel(nn.Module):
             raise ValueError(f"blueprint {blueprint!r} is not on this run's menu: {', '.join(self.blueprints)}")
         spec = get_blueprint(blueprint, self.family)
         if self.param_budget is not None:
-            total, cost = self.total_param_count(), _blueprint_cost(spec.name, self.family, s.channels)
+            size = self.slot_sizes[s.slot_id]
+            total, cost = self.total_param_count(), _blueprint_cost(spec.name, self.family, s.channels, size)
             if total + cost > self.param_budget:
                 raise IllegalTransitionError(
                     f"cannot germinate {spec.name} in slot {slot}: {total:,} + {cost:,} parameters would pass "
                     f"the budget of {self.param_budget:,}"
                 )
         device = next(self.host.parameters()).device
-        seed = spec.build(s.channels).to(device)
+        seed = spec.build(s.channels, self.slot_sizes[s.slot_id]).to(device)
         state = SeedState(f"{slot}-{spec.name}-{next(_seed_counter)}", spec.name, slot)
         state.metrics.germinated_epoch = self.epoch
         acc = self._last_accuracy if accuracy is None else float(accuracy)

@@ -63,6 +63,7 @@ class ConvHost(nn.Module):
         )
         self.block_names = tuple(f"block{i + 1}" for i in range(len(widths)))
         self.block_channels = tuple(widths)
+        self.block_sizes = tuple(tuple(s // pool ** (i + 1) for s in input_size) for i in range(len(widths)))
         spatial = [s // pool ** len(widths) for s in input_size]
         if global_pool:
             pooler = nn.AdaptiveAvgPool1d(1) if self.dims == 1 else nn.AdaptiveAvgPool2d(1)
