@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from esper.kasmina import BLUEPRINT_FAMILIES, BLUEPRINT_REGISTRY, BlueprintSpec, SeedModule, registered_blueprints
+from esper.kasmina import BLUEPRINT_FAMILIES, BLUEPRINT_REGISTRY, SeedModule, register_blueprint, registered_blueprints
 from esper.kasmina.model import _blueprint_cost
 from esper.leyline import BLUEPRINTS, HEAD_NAMES, ActionSpace, LifecycleOp
 from esper.simic import PPOAgent
@@ -44,8 +44,7 @@ class WideSeed(SeedModule):
 @contextlib.contextmanager
 def registered(cls: type[SeedModule]):
     "Register `cls` for every host family for the length of the block (the one registry line), then remove it."
-    for family, dims in BLUEPRINT_FAMILIES.items():
-        BLUEPRINT_REGISTRY[family][cls.blueprint] = BlueprintSpec(cls.blueprint, family, cls, dims, cls.__doc__)
+    register_blueprint(cls)
     try:
         yield cls.blueprint
     finally:
@@ -62,8 +61,10 @@ def wide():
 
 def test_registering_then_removing_leaves_the_registry_as_before():
     before = {family: dict(specs) for family, specs in BLUEPRINT_REGISTRY.items()}
+    names = registered_blueprints()
+    assert names[: len(BLUEPRINTS)] == BLUEPRINTS
     with registered(WideSeed) as name:
-        assert registered_blueprints() == (*BLUEPRINTS, name)
+        assert registered_blueprints() == (*names, name)
         assert all(BLUEPRINT_REGISTRY[f][name].build(8).param_count > 0 for f in BLUEPRINT_FAMILIES)
     assert {family: dict(specs) for family, specs in BLUEPRINT_REGISTRY.items()} == before
     assert name not in registered_blueprints()
