@@ -38,7 +38,8 @@ import torch
 from esper.cli import OneLineParser, earlier_results, nonneg_int, positive_float, positive_int, seed_int, seed_span_error
 from esper.leyline.files import figure_bytes, json_text, write_files_atomic, write_json_atomic
 from esper.simic.checkpoint import read_checkpoint
-from esper.cli.compare import make_controller, mean_ci95
+from esper.cli.compare import make_controller
+from esper.leyline.stats import mean_ci95
 from esper.simic.env import PPOController, load_ppo_controller
 from esper.simic.config import TrainingConfig
 from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem

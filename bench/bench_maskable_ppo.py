@@ -27,7 +27,7 @@ import torch
 
 from esper.cli import seed_int
 from esper.leyline.files import write_json_atomic
-from esper.cli.compare import mean_ci95
+from esper.leyline.stats import mean_ci95
 from esper.simic.gym_env import GrowthEnv
 from esper.tamiyo.episode import EpisodeConfig
 

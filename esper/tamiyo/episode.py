@@ -16,6 +16,7 @@ from ..leyline import SeedStage, LIVE_STAGES, DEFAULT_ACTION_SPACE, ActionSpace,
 from ..kasmina import MorphogeneticModel
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
 from ..tolaria.governor import blowup_bound
+from ..tolaria.compute import host_epoch_flops, train_flops_per_sample
 from .signals import SignalTracker, TamiyoAction, Controller
 from esper.tamiyo.episode_parts import (
     EpisodeGradientStats,
@@ -107,6 +108,7 @@ class Episode:
             )
             self.governor.snapshot(epoch=0)  # the initial weights: what a blow-up in epoch 1 rolls back to
         self.grads = EpisodeGradientStats(self.model)
+        self.flops, self.host_epoch_flops = 0, host_epoch_flops(self.model, self.task.input_shape, self.epoch_samples)
         self.tracker = SignalTracker()
         self.epoch, self.global_step, self.history, self._test = 0, 0, [], None
         self.host_grad_norm, self.t0, self.done, self._in_epoch = 0.0, time.perf_counter(), False, False
@@ -115,6 +117,17 @@ class Episode:
             {"task": self.task.name, "max_epochs": c.max_epochs, "seed": seed, "slots": list(self.model.slot_ids)},
             0,
         )
+
+    @property
+    def epoch_samples(self) -> int:
+        "Training samples of one epoch: the whole split, or `max_batches` batches of it."
+        n, bs = self.task.n_train, self.task.train_loader.batch_size
+        return n if self.cfg.max_batches is None else min(n, self.cfg.max_batches * bs)
+
+    @property
+    def compute(self) -> float:
+        "Training compute spent so far, in host epochs."
+        return self.flops / self.host_epoch_flops
 
     def reset(self, seed: int = 0) -> dict[str, Any]:
         "Build a fresh model, train the first epoch, return the first observation."
@@ -149,6 +162,7 @@ class Episode:
                 m.advance(s)
         self.epoch += 1
         self.grads.begin_epoch()
+        self._sample_flops = train_flops_per_sample(m, self.task.input_shape)  # the model as this epoch trains it
         # work queued on the default stream (model built, parameters changed above) must finish
         # before the env stream reads it
         if self.stream is not None:
@@ -177,6 +191,7 @@ class Episode:
             self._correct += correct
         self._n += len(yb)
         self._batches += 1
+        self.flops += len(yb) * self._sample_flops
 
     def record_batches(
         self,
@@ -195,6 +210,7 @@ class Episode:
         self._correct += correct
         self._n += samples
         self._batches += batches
+        self.flops += samples * self._sample_flops
         for name, sums in grad_norm_sums.items():
             self.grads.sums[name] = self.grads.sums[name] + sums if name in self.grads.sums else sums
         self.grads.batches += batches
@@ -278,7 +294,7 @@ class Episode:
                 m.counterfactual(slot, self.task.val_loader, self.device, with_seed=va["accuracy"], without=w)
         train_loss = tr["loss"] if rollback is None else va["loss"]  # a rolled-back epoch's loss may be NaN
         self.tracker.update(self.epoch, train_loss, tr["accuracy"], va["loss"], va["accuracy"], self.global_step)
-        self.done = self.epoch >= c.max_epochs
+        self.done = self.epoch >= c.max_epochs or (c.compute_budget is not None and self.compute >= c.compute_budget)
         rec = {
             "epoch": self.epoch,
             "train_loss": train_loss,
@@ -287,6 +303,7 @@ class Episode:
             "val_accuracy": va["accuracy"],
             "seconds": tr["seconds"],
             "params_added": m.seed_param_count(),
+            "compute": self.compute,
             "action": None if action is None else action.op.name,
             "action_slot": None if action is None else action.slot,
             "action_success": result.success,
@@ -334,6 +351,7 @@ class Episode:
                 "seed_counterfactual": (fm.contribution or 0.0) if focus else 0.0,
                 "host_grad_norm": self.host_grad_norm,
                 "host_learning_phase": self.epoch / self.cfg.max_epochs,
+                "compute_spent": self.compute / (self.cfg.compute_budget or self.cfg.max_epochs),
                 "seed_blueprint_id": self.actions.blueprint_id(focus.blueprint_id if focus else None),
                 "blueprints": self.actions.blueprints,
                 "focus_slot": focus.slot_id if focus else None,
@@ -380,6 +398,7 @@ class Episode:
             list(self.history),
             list(log),
             grown=grown_seeds(m),
+            compute=self.compute,
         )
 
 

@@ -45,6 +45,7 @@ class EpisodeConfig:
     governor: bool = True  # watch the loss and roll back on blow-ups
     max_batches: int | None = None  # cap batches per epoch (tests)
     param_budget: int | None = None  # most parameters in all, host and seeds: a germination past it is refused
+    compute_budget: float | None = None  # training compute in host epochs (see `host_epoch_flops`); None: no limit
 
     def __post_init__(self):
         if self.max_epochs < 1:
@@ -64,6 +65,14 @@ class EpisodeConfig:
             isinstance(self.param_budget, bool) or not isinstance(self.param_budget, int) or self.param_budget < 1
         ):
             raise ValueError(f"param_budget must be a positive integer or None (got {self.param_budget!r})")
+        if self.compute_budget is not None and not (
+            isinstance(self.compute_budget, (int, float))
+            and not isinstance(self.compute_budget, bool)
+            and 0 < self.compute_budget < float("inf")
+        ):
+            raise ValueError(
+                f"compute_budget must be a positive number of host epochs or None (got {self.compute_budget!r})"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +163,7 @@ class EpisodeResult:
     history: list[dict[str, Any]] = field(default_factory=list, repr=False)  # one record per epoch
     lifecycle_log: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the model's lifecycle log
     grown: str = ""  # the seeds held at the end, in slot order: "blueprint@slot", a live one's stage after it
+    compute: float = 0.0  # training compute spent, in host epochs (one epoch of the bare host on its batches)
 
     @property
     def seconds_per_epoch(self) -> float:
