@@ -83,9 +83,14 @@ class HeuristicTamiyo:
             raise ValueError(f"HeuristicConfig.blueprints {chosen} has none on this run's menu {menu}")
         return tuple(b for b in chosen if b in menu)
 
-    def choose_blueprint(self, model: MorphogeneticModel, epoch: int) -> str:
-        "First preferred blueprint not pruned recently; else the one pruned longest ago."
+    def choose_blueprint(self, model: MorphogeneticModel, epoch: int, slot: str | None = None) -> str | None:
+        "First preferred blueprint not pruned recently, else the one pruned longest ago; in `slot`, one the budget pays."
         recent, preferred = self.pruned_recently(model, epoch), self.preferences(model)
+        if slot is not None:  # a seed the parameter budget cannot pay for is never tried
+            fits = dict(zip(model.blueprints, model.affordable(slot)))
+            preferred = tuple(b for b in preferred if fits[b])
+            if not preferred:
+                return None
         for b in preferred:
             if b not in recent:
                 return b
@@ -146,9 +151,9 @@ class HeuristicTamiyo:
         hist = obs["accuracy_history_5"][-(c.progress_window + 1) :]
         rate = (hist[-1] - hist[0]) / c.progress_window
         stuck = obs["plateau_epochs"] >= c.plateau_epochs or (epoch > c.progress_window and rate < c.min_progress)
-        if not busy and dormant and epoch >= c.min_epoch_to_germinate and stuck:
-            bp = self.choose_blueprint(model, epoch)  # 4. germinate on plateau
-            return TamiyoAction(
+        bp = self.choose_blueprint(model, epoch, dormant[0]) if dormant else None  # what the budget still pays for
+        if not busy and bp is not None and epoch >= c.min_epoch_to_germinate and stuck:
+            return TamiyoAction(  # 4. germinate on plateau
                 LifecycleOp.GERMINATE,
                 dormant[0],
                 bp,

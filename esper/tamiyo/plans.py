@@ -80,7 +80,7 @@ def seed_cost(
     blueprint: str,  # a blueprint name
 ) -> int:
     "Parameters a seed of `blueprint` adds in `slot`."
-    return _blueprint_cost(blueprint, model.family, model.slot(slot).channels)
+    return _blueprint_cost(blueprint, model.family, model.slot(slot).channels, model.slot_sizes[slot])
 
 
 def fits(
@@ -180,15 +180,15 @@ def every_plan(
 
 # %% ../../nbs/tamiyo/04_plans.ipynb #aecd0e18
 class GreedyTamiyo:
-    "As soon as a slot is dormant, plant the costliest blueprint of the menu that fits the budget; then advance."
+    "As soon as a slot is dormant, plant the costliest blueprint on the menu that fits the budget; then advance."
 
     name = "greedy"
 
     def __init__(
         self,
-        blueprints: tuple[str, ...] = BLUEPRINTS,  # the menu
+        blueprints: tuple[str, ...] | None = None,  # blueprints it may plant (None: the model's whole menu)
     ):
-        self.blueprints = tuple(blueprints)
+        self.blueprints = None if blueprints is None else tuple(blueprints)
 
     def reset(self) -> None:
         pass
@@ -196,7 +196,8 @@ class GreedyTamiyo:
     def choice(self, model: Any, slot: str) -> str | None:
         "The costliest blueprint that fits in `slot` now (None if none fits)."
         left = None if model.param_budget is None else model.param_budget - model.total_param_count()
-        costs = [(seed_cost(model, slot, b), -i, b) for i, b in enumerate(self.blueprints)]
+        menu = model.blueprints if self.blueprints is None else [b for b in self.blueprints if b in model.blueprints]
+        costs = [(seed_cost(model, slot, b), -i, b) for i, b in enumerate(menu)]
         fitting = [c for c in costs if left is None or c[0] <= left]
         return max(fitting)[2] if fitting else None
 

@@ -1,0 +1,119 @@
+"""Is there anything for a learned controller to win? Every rule on every problem of a suite, and the oracle's margin.
+
+For each problem: every plan of its menu (each blueprint alone in each slot, each pair across the first two slots,
+within the parameter budget) on the tune seeds; the best one per problem (the oracle) and the best one over the
+suite (the best single rule) are then scored on the test seeds with the greedy rule and the heuristic. Prints and
+writes the per-problem table, the oracle's margin over the best of the three with its paired 95% CI, and a heatmap
+of problems x plans. Accuracies are on each task's test split. Episodes are cached (--cache): a rerun plays only
+what is missing.
+
+    OMP_NUM_THREADS=1 python bench/suite_headroom.py --suite heldout --workers 2 --out runs/headroom
+"""
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from esper.cli import OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
+from esper.leyline.files import figure_bytes, json_text, write_files_atomic
+from esper.tamiyo.plan_search import TEST_SEEDS, TUNE_SEEDS, PlayCache, search
+from esper.tamiyo.problems import SUITES, get_suite
+
+FILES = ("headroom.json", "headroom.md", "headroom.png")
+
+
+def markdown(r: dict) -> str:
+    "The per-problem table and the summary lines."
+    lines = [
+        f"Suite `{r['suite']}` v{r['version']}: test accuracy % (task test splits), mean over test seeds "
+        f"{', '.join(map(str, r['test_seeds']))}; plans chosen on tune seeds {', '.join(map(str, r['tune_seeds']))}.",
+        "",
+        "| problem | oracle plan | oracle | best single rule | greedy | heuristic | margin |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in r["problems"]:
+        lines.append(f"| {p['problem']} | `{p['oracle_plan'].removeprefix('plan:')}` | {p['oracle']:.1f} | "
+                     f"{p['best single rule']:.1f} | {p['greedy']:.1f} | {p['heuristic']:.1f} | {p['margin']:+.1f} |")
+    means = r["rival_means"]
+    lines += [
+        f"| **mean** | | **{r['oracle_mean']:.1f}** | {means['best single rule']:.1f} | {means['greedy']:.1f} | "
+        f"{means['heuristic']:.1f} | **{r['margin']:+.1f}** |",
+        "",
+        f"Best single rule: `{r['best_single_rule'].removeprefix('plan:')}`. The oracle's margin over the best rival "
+        f"({r['best_rival']}): {r['margin']:+.2f} ± {r['margin_ci95']:.2f} points (paired 95% CI over problems x "
+        f"seeds); at least 2 points on {r['problems_with_margin_2']} of {len(r['problems'])} problems.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def heatmap(r: dict):
+    "Problems x plans: tune-seed mean test accuracy, each problem's best plan boxed."
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Rectangle
+
+    problems = [p["problem"] for p in r["problems"]]
+    means = r["tune_means"]
+    plans = list(dict.fromkeys(c for p in problems for c in means[p]))
+    if len(plans) > 40:  # the oracles, the single rule, and the best plans overall
+        overall = {c: statistics.fmean(means[p].get(c, 0.0) for p in problems) for c in plans}
+        keep = {p["oracle_plan"] for p in r["problems"]} | {r["best_single_rule"]}
+        keep |= set(sorted(plans, key=overall.get, reverse=True)[:15])
+        plans = [c for c in plans if c in keep]
+    grid = [[means[p].get(c, float("nan")) for c in plans] for p in problems]
+    fig, ax = plt.subplots(figsize=(max(6, 0.35 * len(plans) + 3), max(3, 0.35 * len(problems) + 2)))
+    im = ax.imshow(grid, aspect="auto", cmap="viridis")
+    for i, p in enumerate(r["problems"]):
+        if p["oracle_plan"] in plans:
+            ax.add_patch(Rectangle((plans.index(p["oracle_plan"]) - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2))
+    ax.set_xticks(range(len(plans)), [c.removeprefix("plan:") for c in plans], rotation=90, fontsize=7)
+    ax.set_yticks(range(len(problems)), problems, fontsize=8)
+    fig.colorbar(im, ax=ax, label="test accuracy % (tune seeds)")
+    ax.set_title(f"{r['suite']}: every plan on every problem (red: each problem's best)")
+    fig.tight_layout()
+    return fig
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="suite_headroom.py")
+    ap.add_argument("--suite", default="heldout", help=f"a suite: {', '.join(SUITES)} (default: heldout)")
+    ap.add_argument("--workers", type=positive_int, default=1, help="worker processes (default: 1)")
+    ap.add_argument("--tune-seeds", type=seed_int, nargs="+", default=list(TUNE_SEEDS),
+                    help=f"seeds that choose plans (default: {' '.join(map(str, TUNE_SEEDS))})")
+    ap.add_argument("--test-seeds", type=seed_int, nargs="+", default=list(TEST_SEEDS),
+                    help=f"seeds that report (default: {' '.join(map(str, TEST_SEEDS))})")
+    ap.add_argument("--epochs", type=positive_int, nargs="+", default=[1],
+                    help="planting epochs each germination of the plan search tries (default: 1)")
+    ap.add_argument("--cache", default="runs/plays.jsonl",
+                    help="episodes already played, shared by every suite (default: runs/plays.jsonl)")
+    ap.add_argument("--out", required=True, help=f"folder for {', '.join(FILES)}")
+    add_overwrite_argument(ap)
+    a = ap.parse_args(argv)
+    try:
+        suite = get_suite(a.suite)
+    except ValueError as e:
+        ap.error(f"--suite: {e}")
+    if set(a.tune_seeds) & set(a.test_seeds):
+        ap.error("--tune-seeds and --test-seeds must not share a seed: nothing may be chosen on a reporting seed")
+    found = earlier_results(a.out, FILES)
+    if found and not a.overwrite:
+        ap.error(f"--out {a.out} already holds an earlier run's results ({', '.join(found)}); pass --overwrite to "
+                 "replace them (the episode cache is kept either way), or choose another --out")
+    t0, played = time.perf_counter(), []
+    on_row = lambda row: played.append(row) or print(f"{row['problem']} {row['controller']} seed {row['seed']}: "
+                                                     f"{row['test_accuracy']:.1f}% ({row['seconds']:.0f} s)", flush=True)
+    r = search(suite, PlayCache(a.cache), a.workers, tuple(a.epochs), tuple(a.tune_seeds), tuple(a.test_seeds),
+               on_row=on_row)
+    r["seconds"] = round(time.perf_counter() - t0, 1)
+    r["episodes_played"] = len(played)
+    r["command"] = " ".join(["python bench/suite_headroom.py", *(argv if argv is not None else sys.argv[1:])])
+    table = markdown(r)
+    print(table + f"\n{len(played)} episodes played ({r['seconds']:.0f} s); the rest came from {a.cache}")
+    write_files_atomic(Path(a.out), {"headroom.json": json_text(r), "headroom.md": table,
+                                     "headroom.png": figure_bytes(heatmap(r))})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""bench/suite_headroom.py on the `tiny` suite: it writes the table, the JSON and the heatmap, a second run plays
+nothing (the cache), an earlier --out is never replaced by accident, and bad flags end in one line."""
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _headroom():
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    if str(bench) not in sys.path: sys.path.insert(0, str(bench))
+    spec = importlib.util.spec_from_file_location("suite_headroom", bench / "suite_headroom.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_tiny_suite_end_to_end(tmp_path, capsys):
+    h = _headroom()
+    args = ["--suite", "tiny", "--tune-seeds", "1000", "--test-seeds", "2000", "2001", "--cache",
+            str(tmp_path / "plays.jsonl"), "--out", str(tmp_path / "out")]
+    h.main(args)
+    first = capsys.readouterr().out
+    assert "| problem | oracle plan |" in first and "test accuracy" in first
+    report = json.loads((tmp_path / "out" / "headroom.json").read_text())
+    assert [p["problem"] for p in report["problems"]] == ["mnist1d-small", "digits-noisy"]
+    assert report["episodes_played"] > 0
+    assert (tmp_path / "out" / "headroom.png").read_bytes()[:4] == b"\x89PNG"
+    with pytest.raises(SystemExit):
+        h.main(args)  # --out holds the first run's results
+    assert "already holds an earlier run's results" in capsys.readouterr().err
+    h.main(args + ["--overwrite"])
+    again = json.loads((tmp_path / "out" / "headroom.json").read_text())
+    assert again["episodes_played"] == 0 and again["margin"] == report["margin"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--suite", "nope"], "unknown suite 'nope'"),
+    (["--suite", "tiny", "--tune-seeds", "2000"], "must not share a seed"),
+])
+def test_bad_flags_end_in_one_line(tmp_path, capsys, flags, message):
+    with pytest.raises(SystemExit):
+        _headroom().main(flags + ["--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c.jsonl")])
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "c.jsonl").exists()
