@@ -84,7 +84,7 @@ class HeuristicTamiyo:
         return tuple(b for b in chosen if b in menu)
 
     def choose_blueprint(self, model: MorphogeneticModel, epoch: int, slot: str | None = None) -> str | None:
-        "First preferred blueprint not pruned recently, else the one pruned longest ago; in `slot`, one the budget pays."
+        "First preferred blueprint not pruned lately, else the one pruned longest ago; in `slot`, one the budget pays."
         recent, preferred = self.pruned_recently(model, epoch), self.preferences(model)
         if slot is not None:  # a seed the parameter budget cannot pay for is never tried
             fits = dict(zip(model.blueprints, model.affordable(slot)))

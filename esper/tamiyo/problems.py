@@ -9,7 +9,7 @@ __all__ = ['SUITES', 'TINY', 'GrowthProblem', 'check_budget', 'Suite', 'register
 import hashlib
 import json
 import random
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ..kasmina import check_blueprint_menu, family_for_dims
