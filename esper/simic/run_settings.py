@@ -181,11 +181,10 @@ class RunSettings:
                 "group_baseline compares episodes that share a task seed: it needs episodes_per_task_seed >= 2 "
                 f"(got {g}) and a feed-forward policy"
             )
-        short = [p.name for p in self.spec.suite.problems if p.max_epochs < 2] if self.spec.suite else []
-        if short and len(self.spec.suite) > 1:
-            raise ValueError(f"max_epochs must be >= 2 for PPO (one decision needs two epochs; problem {short[0]!r})")
-        if self.max_epochs < 2 or short:
-            raise ValueError(f"max_epochs must be >= 2 for PPO (one decision needs two epochs; got {self.max_epochs})")
+        short = [p for p in self.spec.suite.problems if p.max_epochs < 2] if self.spec.suite else []
+        epochs, where = (short[0].max_epochs, f" in problem {short[0].name!r}") if short else (self.max_epochs, "")
+        if epochs < 2:
+            raise ValueError(f"max_epochs must be >= 2 for PPO (one decision needs two epochs; got {epochs}{where})")
 
     def _ramp_steps(self) -> tuple[int, int]:
         "The entropy bonus's and the learning rate's ramps in PPO updates, refused where `agent` says otherwise."
