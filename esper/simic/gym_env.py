@@ -58,19 +58,20 @@ class GrowthEnv(gymnasium.Env):
     ):
         self.cfg = episode_config or EpisodeConfig()
         self.reward_config, self.device = reward_config or RewardConfig(), device
-        self.spec = None  # with a suite: the problems, and `episode_config` as the base they complete
+        es = None  # with a suite: the problems, and `episode_config` as the base they complete
         if suite is not None:
             if task != "mnist1d" or task_factory is not None or actions != DEFAULT_ACTION_SPACE:
                 raise ValueError("GrowthEnv takes a suite or task/task_factory/actions, not both")
-            self.spec = EpisodeSpec(get_suite(suite) if isinstance(suite, str) else suite, base=episode_config)
-            actions = self.spec.actions  # the union of the problems' menus
+            es = EpisodeSpec(get_suite(suite) if isinstance(suite, str) else suite, base=episode_config)
+            actions = es.actions  # the union of the problems' menus
+        self.episode_spec = es  # not `spec`: gymnasium's own attribute (the registration's `EnvSpec`)
         self.actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
-        shortest = min(p.max_epochs for p in self.spec.suite.problems) if self.spec else self.cfg.max_epochs
+        shortest = min(p.max_epochs for p in es.suite.problems) if es else self.cfg.max_epochs
         if shortest < 2:
             raise ValueError(f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {shortest})")
         self.task_factory = task_factory or partial(task_with_shuffle, task)  # module-level: envs pickle
         with torch.random.fork_rng(devices=[]):  # building a throwaway host must not move the global torch RNG
-            self.n_slots = suite_slots(self.spec, 0) if self.spec else n_slots_of(self.task_factory(0), self.cfg)
+            self.n_slots = suite_slots(es, 0) if es else n_slots_of(self.task_factory(0), self.cfg)
         sizes = action_dim(self.n_slots, factored=True, actions=self.actions)
         self.action_space = spaces.MultiDiscrete([sizes[h] for h in HEAD_NAMES])
         self.observation_space = spaces.Box(-np.inf, np.inf, (state_dim(self.n_slots, self.actions),), np.float32)
@@ -82,7 +83,8 @@ class GrowthEnv(gymnasium.Env):
         "Start a new run and train its first epoch; `seed` picks the data shuffle and the host init."
         super().reset(seed=seed)
         self.run_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-        task, cfg = self.spec.episode_for(self.run_seed) if self.spec else (self.task_factory(self.run_seed), self.cfg)
+        es, seed = self.episode_spec, self.run_seed
+        task, cfg = es.episode_for(seed) if es else (self.task_factory(seed), self.cfg)
         self.episode = Episode(task, cfg, device=self.device, actions=self.actions)
         self._obs = self.episode.reset(self.run_seed)
         info = {"run_seed": self.run_seed, "epoch": self.episode.epoch, "action_mask": self.action_masks()}
