@@ -4,9 +4,10 @@
 
 # %% auto #0
 __all__ = ['SUBCOMMANDS', 'positive_int', 'nonneg_int', 'SEED_MAX', 'LOCK_NAME', 'OneLineParser', 'seed_int', 'seed_span_error',
-           'telemetry_level_error', 'download_error', 'positive_float', 'add_task_arguments', 'add_telemetry_arguments',
-           'build_parser', 'check_data_dir', 'guarded_outputs', 'add_overwrite_argument', 'earlier_results',
-           'refuse_earlier_results', 'Terminated', 'interrupt_status', 'sigterm_as_interrupt', 'main']
+           'telemetry_level_error', 'download_error', 'suite_error', 'positive_float', 'add_task_arguments',
+           'add_telemetry_arguments', 'build_parser', 'check_data_dir', 'guarded_outputs', 'add_overwrite_argument',
+           'earlier_results', 'refuse_earlier_results', 'Terminated', 'interrupt_status', 'sigterm_as_interrupt',
+           'main']
 
 # %% ../../nbs/cli/00_cli.ipynb #54967315
 import argparse
@@ -16,6 +17,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 from ..leyline.files import OutputError, RunLock, check_output_dir, check_output_file
 
@@ -104,6 +106,25 @@ def download_error(args) -> str | None:
     if args.download and TASK_FAMILIES[args.task].offline:
         fetched = " or ".join(f"--task {n}" for n, f in TASK_FAMILIES.items() if not f.offline)
         return f"--download fetches a dataset: it needs {fetched} ({args.task} ships offline, no download)"
+    return None
+
+
+def suite_error(
+    args,  # parsed flags with `suite` (None: no suite)
+    loose: dict[str, Any],  # the flags a suite replaces (their `dest`), with their defaults
+) -> str | None:
+    "Check: --suite names a registered suite, and comes without the loose flags it replaces."
+    if args.suite is None:
+        return None
+    from esper.tamiyo.problems import get_suite  # here, so `esper-train --help` stays light
+
+    try:
+        get_suite(args.suite)
+    except ValueError as e:
+        return f"--suite: {e}"
+    given = [f"--{k.replace('_', '-')}" for k, v in loose.items() if getattr(args, k) != v]
+    if given:
+        return f"--suite {args.suite} sets each problem's task, host, menu, budgets and length: drop {' '.join(given)}"
     return None
 
 

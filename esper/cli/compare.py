@@ -22,6 +22,7 @@ from esper.cli import (
     seed_int,
     positive_int,
     refuse_earlier_results,
+    suite_error,
 )
 from ..kasmina import check_blueprint_menu, registered_blueprints
 from ..leyline import BLUEPRINTS, ActionSpace
@@ -303,8 +304,16 @@ def add_parser(subparsers) -> None:
         help="every controller grows within N parameters in all, host and seeds (use the value the PPO policy "
         "was trained with; default: no budget)",
     )
+    p.add_argument(
+        "--suite",
+        metavar="NAME",
+        help="play every problem of a registered suite and report per problem and overall (instead of --task, "
+        "--host, --max-epochs, --max-batches, --param-budget and --blueprints)",
+    )
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
     add_overwrite_argument(p)
+    loose = {"task": "mnist1d", "host": None, "max_epochs": 20, "max_batches": None, "param_budget": None}
+    p.checks.append(lambda args: suite_error(args, loose | {"blueprints": list(BLUEPRINTS)}))
     p.checks.append(_compare_flags_error)
     p.set_defaults(run=run)
 
@@ -336,29 +345,35 @@ def _compare_flags_error(args) -> str | None:
 
 def run(args) -> int:
     "Run the comparison from parsed arguments."
+    fixed = ("fixed",) if args.suite is None else ()  # a suite's menus may not hold the default rule: asked for only
     controllers = tuple(
-        args.controllers or (("static", "random", "heuristic", "fixed") + (("ppo",) if args.checkpoint else ()))
+        args.controllers or (("static", "random", "heuristic", *fixed) + (("ppo",) if args.checkpoint else ()))
     )
     check_data_dir(args.data_dir)
     try:
         with guarded_outputs({"--out": args.out}):
             refuse_earlier_results({"--out": (args.out, COMPARISON_FILES)}, args.overwrite)
-            res = run_comparison(
-                task=args.task,
-                controllers=controllers,
-                seeds=tuple(args.seeds),
-                max_epochs=args.max_epochs,
-                checkpoint=args.checkpoint,
-                host=args.host,
-                device=args.device,
-                data_dir=args.data_dir,
-                max_batches=args.max_batches,
-                fixed_rule=tuple(args.fixed_rule),
-                fixed_concurrent=args.fixed_concurrent,
-                lr_schedule=args.lr_schedule,
-                param_budget=args.param_budget,
-                blueprints=tuple(args.blueprints),
-            )
+            if args.suite is not None:  # every problem of the suite, each with its own settings
+                from esper.cli.compare_suite import compare_suite_args
+
+                res = compare_suite_args(args, controllers)
+            else:
+                res = run_comparison(
+                    task=args.task,
+                    controllers=controllers,
+                    seeds=tuple(args.seeds),
+                    max_epochs=args.max_epochs,
+                    checkpoint=args.checkpoint,
+                    host=args.host,
+                    device=args.device,
+                    data_dir=args.data_dir,
+                    max_batches=args.max_batches,
+                    fixed_rule=tuple(args.fixed_rule),
+                    fixed_concurrent=args.fixed_concurrent,
+                    lr_schedule=args.lr_schedule,
+                    param_budget=args.param_budget,
+                    blueprints=tuple(args.blueprints),
+                )
             print(res["table"], flush=True)  # the results first: a folder that cannot take them loses nothing shown
             try:
                 write_files_atomic(args.out, comparison_files(res), stale=COMPARISON_FILES)

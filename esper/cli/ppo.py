@@ -153,6 +153,7 @@ def run(args) -> int:
     from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem
     from esper.simic.run_settings import RunSettings
     from esper.tamiyo.episode import EpisodeConfig
+    from esper.tamiyo.problems import get_suite
     from esper.tolaria import resolve_device
 
     epu = args.n_envs if args.vectorized else args.update_every
@@ -212,16 +213,23 @@ def run(args) -> int:
             recurrent=args.recurrent,
             fast_update=args.fast_update,
         )
-        episodes = EpisodeConfig(
-            max_epochs=args.max_epochs,
-            host=args.host,
-            max_batches=args.max_batches,
-            lr_schedule=args.lr_schedule,
-            param_budget=args.param_budget,
-        )
+        devices = tuple(devices or ()) or None
+        if args.suite is not None:  # its problems set task, host, budgets and length; the flags, how episodes train
+            suite = get_suite(args.suite)
+            print(f"Suite {suite.name} v{suite.version}: {', '.join(suite.names)}, one per task seed", flush=True)
+            spec = EpisodeSpec(suite, RewardConfig(**rewards), devices, EpisodeConfig(lr_schedule=args.lr_schedule))
+        else:  # the one problem the loose flags describe
+            episodes = EpisodeConfig(
+                max_epochs=args.max_epochs,
+                host=args.host,
+                max_batches=args.max_batches,
+                lr_schedule=args.lr_schedule,
+                param_budget=args.param_budget,
+            )
+            spec = EpisodeSpec(TaskProblem(args.task, episodes), RewardConfig(**rewards), devices)
         vec = args.vectorized
         settings = RunSettings(  # the whole run, once: the trainers read every setting from here
-            EpisodeSpec(TaskProblem(args.task, episodes), RewardConfig(**rewards), tuple(devices or ()) or None),
+            spec,
             config,
             n_episodes=args.episodes,
             episodes_per_update=epu,

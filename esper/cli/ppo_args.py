@@ -18,6 +18,7 @@ from esper.cli import (
     positive_int,
     seed_int,
     seed_span_error,
+    suite_error,
     telemetry_level_error,
 )
 from ..leyline import DEFAULT_GAE_LAMBDA
@@ -229,6 +230,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     add_telemetry_arguments(p)
     a("--seed", type=seed_int, default=0, help=f"run seed in [0, {SEED_MAX}]; episode k uses seed + k (default: 0)")
     a("--task", default="mnist1d", choices=TASK_NAMES, help="task (default: mnist1d, offline)")
+    a(
+        "--suite",
+        default=None,
+        metavar="NAME",
+        help="train across a registered suite of growth problems, one drawn per task seed (instead of --task, "
+        "--host, --max-epochs, --max-batches and --param-budget; default: the one problem those flags describe)",
+    )
     a("--host", default=None, choices=tuple(HOST_PRESETS), help="host preset (default: the task's)")
     a("--max-batches", type=positive_int, default=None, help="cap training batches per epoch (quick runs)")
     a(
@@ -306,6 +314,9 @@ def check_ppo_args(
         return "--backend ray steps the environments in Ray actors: it needs worker processes (--workers N, N >= 1)"
     if args.ray_address is not None and args.backend != "ray":
         return f"--ray-address {args.ray_address} has no effect without --backend ray; add --backend ray"
+    loose = {k: getattr(d, k) for k in ("task", "host", "max_epochs", "max_batches", "param_budget")}
+    if (refused := suite_error(args, loose)) is not None:
+        return refused
     if args.max_epochs < 2:
         return f"--max-epochs must be >= 2 for PPO (one decision needs two epochs; got {args.max_epochs})"
     if (args.lr_end is None) != (args.lr_anneal_episodes == 0):

@@ -159,14 +159,15 @@ class MorphogeneticModel(nn.Module):
     def affordable(
         self,
         slot: str,  # a slot of this model
+        menu: Sequence[str] | None = None,  # the blueprints to mark, in this order (None: the model's own menu)
     ) -> list[bool]:
-        "Per menu blueprint (in menu order): whether a seed of it in `slot` keeps the model within budget."
-        s = self.slot(slot)
+        "Per blueprint of `menu`: whether it is on the model's menu and a seed of it in `slot` keeps within budget."
+        s, menu = self.slot(slot), self.blueprints if menu is None else tuple(menu)
         if self.param_budget is None:
-            return [True] * len(self.blueprints)
+            return [b in self.blueprints for b in menu]
         left = self.param_budget - self.total_param_count()
         size = self.slot_sizes[s.slot_id]
-        return [_blueprint_cost(b, self.family, s.channels, size) <= left for b in self.blueprints]
+        return [b in self.blueprints and _blueprint_cost(b, self.family, s.channels, size) <= left for b in menu]
 
     # ---- lifecycle ----------------------------------------------------------------------
     def _emit(self, kind: TelemetryEventType, slot: SeedSlot, state: SeedState, old: SeedStage | None, **extra) -> None:

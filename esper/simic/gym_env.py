@@ -20,8 +20,9 @@ from ..tamiyo.signals import TamiyoAction
 from .env import state_dim, action_dim, obs_to_state, action_masks, decode_action, step_reward
 from .env import check_states
 from .rewards import RewardConfig
-from .vectorized import n_slots_of
-from .parallel_env_state import task_with_shuffle, check_reward_terms
+from ..tamiyo.problems import Suite, get_suite
+from .vectorized import n_slots_of, suite_slots
+from .parallel_env_state import EpisodeSpec, task_with_shuffle, check_reward_terms
 
 # %% ../../nbs/simic/28_gym_env.ipynb #6664260e
 def _flat_mask(masks: dict[str, torch.Tensor]) -> np.ndarray:
@@ -53,17 +54,24 @@ class GrowthEnv(gymnasium.Env):
         task_factory: Callable[[int], Any] | None = None,  # seed -> Task (default: `get_task` with that shuffle)
         device: str | torch.device = "cpu",  # where the host trains
         actions: ActionSpace = DEFAULT_ACTION_SPACE,  # Tamiyo's action space, or the run's blueprint menu (names)
+        suite: Suite | str | None = None,  # instead of `task`: each reset plays the problem its seed draws
     ):
         self.cfg = episode_config or EpisodeConfig()
-        self.actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
-        if self.cfg.max_epochs < 2:
-            raise ValueError(
-                f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {self.cfg.max_epochs})"
-            )
         self.reward_config, self.device = reward_config or RewardConfig(), device
+        es = None  # with a suite: the problems, and `episode_config` as the base they complete
+        if suite is not None:
+            if task != "mnist1d" or task_factory is not None or actions != DEFAULT_ACTION_SPACE:
+                raise ValueError("GrowthEnv takes a suite or task/task_factory/actions, not both")
+            es = EpisodeSpec(get_suite(suite) if isinstance(suite, str) else suite, base=episode_config)
+            actions = es.actions  # the union of the problems' menus
+        self.episode_spec = es  # not `spec`: gymnasium's own attribute (the registration's `EnvSpec`)
+        self.actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
+        shortest = min(p.max_epochs for p in es.suite.problems) if es else self.cfg.max_epochs
+        if shortest < 2:
+            raise ValueError(f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {shortest})")
         self.task_factory = task_factory or partial(task_with_shuffle, task)  # module-level: envs pickle
         with torch.random.fork_rng(devices=[]):  # building a throwaway host must not move the global torch RNG
-            self.n_slots = n_slots_of(self.task_factory(0), self.cfg)
+            self.n_slots = suite_slots(es, 0) if es else n_slots_of(self.task_factory(0), self.cfg)
         sizes = action_dim(self.n_slots, factored=True, actions=self.actions)
         self.action_space = spaces.MultiDiscrete([sizes[h] for h in HEAD_NAMES])
         self.observation_space = spaces.Box(-np.inf, np.inf, (state_dim(self.n_slots, self.actions),), np.float32)
@@ -75,7 +83,9 @@ class GrowthEnv(gymnasium.Env):
         "Start a new run and train its first epoch; `seed` picks the data shuffle and the host init."
         super().reset(seed=seed)
         self.run_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
-        self.episode = Episode(self.task_factory(self.run_seed), self.cfg, device=self.device, actions=self.actions)
+        es, seed = self.episode_spec, self.run_seed
+        task, cfg = es.episode_for(seed) if es else (self.task_factory(seed), self.cfg)
+        self.episode = Episode(task, cfg, device=self.device, actions=self.actions)
         self._obs = self.episode.reset(self.run_seed)
         info = {"run_seed": self.run_seed, "epoch": self.episode.epoch, "action_mask": self.action_masks()}
         return self._state(), info

@@ -44,7 +44,7 @@ def train_ppo(
 
 # %% ../../nbs/simic/26_training.ipynb #aea309f1
 def train_heuristic(
-    spec: EpisodeSpec | None = None,  # the episodes: problem and devices (default: mnist1d, 25 epochs, on CPU)
+    spec: EpisodeSpec | None = None,  # the episodes: problems and devices (default: mnist1d, 25 epochs, on CPU)
     n_episodes: int = 10,  # episodes
     n_envs: int = 1,  # episodes run in lockstep
     seed: int = 0,  # episode k uses seed + k
@@ -57,7 +57,7 @@ def train_heuristic(
     if not isinstance(n_envs, int) or n_envs < 1:
         raise ValueError(f"n_envs must be an integer >= 1 (got {n_envs!r})")
     spec = spec or EpisodeSpec(TaskProblem(episode=EpisodeConfig(max_epochs=25)))
-    max_epochs, out = spec.problem.max_epochs, []
+    max_epochs, out = spec.max_epochs, []
     for first in range(0, n_episodes, n_envs):
         seeds = [episode_seed(seed, first + i) for i in range(min(n_envs, n_episodes - first))]
         envs = make_env_states(spec, seeds, hub=hub, step_offset=(first // n_envs) * max_epochs)

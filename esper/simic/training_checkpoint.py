@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['ADDED_SETTINGS', 'TRAINER_ENTRIES', 'capture_rng', 'restore_rng', 'save_training_checkpoint',
-           'load_training_checkpoint', 'check_resume_config', 'check_trainer_state']
+           'load_training_checkpoint', 'suite_difference', 'check_resume_config', 'check_trainer_state']
 
 # %% ../../nbs/simic/27_checkpoint.ipynb #f0b71d58
 import os
@@ -75,10 +75,30 @@ def load_training_checkpoint(
 #: Settings added to the trainer config after checkpoints were first written, with the value every run
 #: saved before them used: a checkpoint that lacks one ran with that value.
 ADDED_SETTINGS: dict[str, Any] = {
-    "episode_config": {"lr_schedule": "constant", "param_budget": None, "compute_budget": None},
+    "episode_config": {"lr_schedule": "constant", "param_budget": None, "compute_budget": None, "blueprints": None},
     "lr_anneal_episodes": 0,
     "blueprint_offer_episodes": 0,
 }
+
+
+def suite_difference(
+    saved: dict[str, Any],  # the checkpoint's suite (`suite_record`)
+    current: dict[str, Any] | None,  # this run's (None: a run without a suite)
+) -> str:
+    "How two stored suites differ, in one phrase: the name or version, else the first problem that differs."
+    if current is None:
+        return f"the checkpoint trained on suite {saved['name']!r}, this run on a task factory's problem"
+    old, new = (f"{d['name']!r} v{d['version']}" for d in (saved, current))
+    if old != new:
+        return f"the checkpoint trained on suite {old}, this run on suite {new}"
+    olds, news = ({p["name"]: p for p in d["problems"]} for d in (saved, current))
+    if list(olds) != list(news):
+        return f"suite {old}: the checkpoint's problems are {', '.join(olds)}, this run's {', '.join(news)}"
+    for name, p in olds.items():
+        diff = [f"{k} {p[k]!r} -> {news[name].get(k)!r}" for k in p if p[k] != news[name].get(k)]
+        if diff:
+            return f"suite {old}: problem {name!r} differs ({'; '.join(diff)})"
+    return f"suite {old}: the problems differ"
 
 
 def check_resume_config(
@@ -94,6 +114,8 @@ def check_resume_config(
                 saved[key] = added | saved[key]
         elif key not in saved and key in current:
             saved[key] = added
+    if "suite" in saved and saved["suite"] != current.get("suite"):  # stored since suites: named, not dumped
+        raise ValueError(f"cannot resume from {path}: {suite_difference(saved['suite'], current.get('suite'))}")
     diff = [f"{k}: checkpoint {saved[k]!r}, now {current.get(k)!r}" for k in saved if saved[k] != current.get(k)]
     if diff:
         raise ValueError(f"cannot resume from {path}: settings differ ({'; '.join(diff)})")

@@ -89,7 +89,7 @@ class Episode:
             hub=self.hub,
             env_id=self.env_id,
             param_budget=c.param_budget,
-            blueprints=self.actions.blueprints,
+            blueprints=c.blueprints or self.actions.blueprints,
         ).to(self.device)
         self.runner = EpochRunner(
             self.model,
@@ -366,7 +366,7 @@ class Episode:
                         ),
                         "contribution": (m.slot(s).state.metrics.contribution or 0.0) if m.slot(s).state else 0.0,
                         "germinated_epoch": m.slot(s).state.metrics.germinated_epoch if m.slot(s).state else None,
-                        "affordable": m.affordable(s),
+                        "affordable": m.affordable(s, self.actions.blueprints),
                         "telemetry": m.slot(s).state.telemetry.to_features()
                         if m.slot(s).seed is not None
                         else [0.0] * 10,

@@ -46,6 +46,7 @@ class EpisodeConfig:
     max_batches: int | None = None  # cap batches per epoch (tests)
     param_budget: int | None = None  # most parameters in all, host and seeds: a germination past it is refused
     compute_budget: float | None = None  # training compute in host epochs (see `host_epoch_flops`); None: no limit
+    blueprints: tuple[str, ...] | None = None  # what this episode's model may germinate (None: the run's whole menu)
 
     def __post_init__(self):
         if self.max_epochs < 1:
@@ -61,6 +62,8 @@ class EpisodeConfig:
             raise ValueError(f"counterfactual_stages must be SeedStage names (got {bad})")
         if self.slots is not None:
             self.slots = tuple(self.slots)
+        if self.blueprints is not None:
+            self.blueprints = tuple(self.blueprints)
         if self.param_budget is not None and (
             isinstance(self.param_budget, bool) or not isinstance(self.param_budget, int) or self.param_budget < 1
         ):
