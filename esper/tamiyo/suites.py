@@ -75,16 +75,16 @@ TUNE = register_suite(
 HELDOUT = register_suite(
     Suite(
         "heldout",
-        2,
+        4,
         (
             problem("mnist1d-p2000", param_budget=2000),
-            problem("mnist1d-p1400", param_budget=1400),
+            problem("mnist1d-p3000", param_budget=3000),
             problem("mnist1d-shuffled-p2000", param_budget=2000, shuffle_seq=True),
             problem("mnist1d-c50", compute_budget=50.0),
-            problem("mnist1d-c24", compute_budget=24.0),
-            problem("digits-c100", "digits", compute_budget=100.0),
+            problem("mnist1d-shuffled-c40", compute_budget=40.0, shuffle_seq=True),
+            problem("digits-occluded-c25", "digits", compute_budget=25.0, occlusion=3),
             problem("mnist1d-smooth-noise-p2500", param_budget=2500, corr_noise_scale=0.5),
-            problem("mnist1d-shuffled-few-p1400", param_budget=1400, shuffle_seq=True, num_samples=2500),
+            problem("mnist1d-shuffled-few-p2500", param_budget=2500, shuffle_seq=True, num_samples=2500),
             problem("digits-p2000", "digits", param_budget=2000),
             problem("digits-c25", "digits", compute_budget=25.0),
             problem("digits-occluded-p3000", "digits", param_budget=3000, occlusion=3),
