@@ -18,6 +18,7 @@ from esper.cli import OneLineParser, add_overwrite_argument, earlier_results, po
 from esper.leyline.files import figure_bytes, json_text, write_files_atomic
 from esper.tamiyo.plan_search import TEST_SEEDS, TUNE_SEEDS, PlayCache, search
 from esper.tamiyo.problems import SUITES, get_suite
+import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
 
 FILES = ("headroom.json", "headroom.md", "headroom.png")
 

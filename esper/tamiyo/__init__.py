@@ -18,6 +18,7 @@ from esper.tamiyo.episode_parts import (
 from .episode import Episode, run_episode
 from .baselines import StaticTamiyo, RandomTamiyo
 from .features import obs_to_base_features, obs_to_base_features_tensor, compute_action_mask
+import esper.tamiyo.suites  # noqa: F401  (registers the train, tune and heldout suites in `SUITES`)
 
 __all__ = [
     "TrainingSignals",

@@ -180,8 +180,8 @@ def register_suite(
     suite: Suite,  # the suite to add
     replace: bool = False,  # allow replacing a suite of the same name
 ) -> Suite:
-    "Add a suite to `SUITES`."
-    if SUITES.get(suite.name, suite) is not suite and not replace:
+    "Add a suite to `SUITES`; registering an equal suite again (a module imported twice, a cell rerun) is a no-op."
+    if SUITES.get(suite.name, suite) != suite and not replace:
         raise ValueError(f"suite {suite.name!r} is already registered (pass replace=True to replace it)")
     SUITES[suite.name] = suite
     return suite
