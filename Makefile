@@ -54,7 +54,7 @@ check-export: $(STAMP)
 	$(BIN)/ruff format --quiet nbs
 	$(BIN)/nbdev_export
 	$(BIN)/nbdev_clean
-	$(MAKE) --no-print-directory readme
+	$(README_CMD)
 	@if [ -n "$$(git status --porcelain -- esper nbs README.md pyproject.toml)" ]; then \
 		echo "nbdev_export/nbdev_clean changed files: notebooks and esper/ disagree:"; \
 		git status --porcelain -- esper nbs README.md pyproject.toml; git diff --stat -- esper nbs README.md | tail -20; exit 1; \
@@ -97,12 +97,14 @@ docs-check: docs
 	$(BIN)/python .ci/docs_check.py _preview
 
 # README.md is generated from nbs/index.ipynb (nbdev_readme needs Quarto, which these machines lack).
+# (a recipe of its own, not a sub-make, so that `make -o $(STAMP) export` never reinstalls the package)
+README_CMD = $(BIN)/jupyter nbconvert --log-level WARN --to markdown --output-dir . --output README nbs/index.ipynb
 readme: $(STAMP)
-	$(BIN)/jupyter nbconvert --log-level WARN --to markdown --output-dir . --output README nbs/index.ipynb
+	$(README_CMD)
 
 # What to run before each commit: regenerate esper/ and README.md from the notebooks and clean them.
 export: $(STAMP)
-	$(BIN)/ruff format --quiet nbs && $(BIN)/nbdev_export && $(BIN)/nbdev_clean && $(MAKE) --no-print-directory readme
+	$(BIN)/ruff format --quiet nbs && $(BIN)/nbdev_export && $(BIN)/nbdev_clean && $(README_CMD)
 
 # Cross-check with a reference agent: sb3-contrib's MaskablePPO on GrowthEnv (sb3 is installed into .venv if missing).
 SB3_FLAGS ?=
