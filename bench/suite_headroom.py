@@ -15,9 +15,11 @@ import time
 from pathlib import Path
 
 from esper.cli import OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
-from esper.leyline.files import figure_bytes, json_text, write_files_atomic
+from esper.leyline.files import OutputError, check_output_dir, check_output_file, figure_bytes, json_text, \
+    write_files_atomic
 from esper.tamiyo.plan_search import TEST_SEEDS, TUNE_SEEDS, PlayCache, search
 from esper.tamiyo.problems import SUITES, get_suite
+from stoppable_pool import stops_in_one_line
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
 
 FILES = ("headroom.json", "headroom.md", "headroom.png")
@@ -102,11 +104,17 @@ def main(argv: list[str] | None = None) -> None:
     if found and not a.overwrite:
         ap.error(f"--out {a.out} already holds an earlier run's results ({', '.join(found)}); pass --overwrite to "
                  "replace them (the episode cache is kept either way), or choose another --out")
+    try:  # both are checked before the first episode, not after the last
+        check_output_dir(a.out, "--out")
+        check_output_file(a.cache, "--cache")
+    except OutputError as e:
+        ap.error(str(e))
     t0, played = time.perf_counter(), []
     on_row = lambda row: played.append(row) or print(f"{row['problem']} {row['controller']} seed {row['seed']}: "
                                                      f"{row['test_accuracy']:.1f}% ({row['seconds']:.0f} s)", flush=True)
-    r = search(suite, PlayCache(a.cache), a.workers, tuple(a.epochs), tuple(a.tune_seeds), tuple(a.test_seeds),
-               on_row=on_row)
+    with stops_in_one_line("suite_headroom.py", f"the episodes played so far are kept in {a.cache}"):
+        r = search(suite, PlayCache(a.cache), a.workers, tuple(a.epochs), tuple(a.tune_seeds), tuple(a.test_seeds),
+                   on_row=on_row)
     r["seconds"] = round(time.perf_counter() - t0, 1)
     r["episodes_played"] = len(played)
     r["command"] = " ".join(["python bench/suite_headroom.py", *(argv if argv is not None else sys.argv[1:])])

@@ -45,3 +45,11 @@ def test_bad_flags_end_in_one_line(tmp_path, capsys, flags, message):
         _headroom().main(flags + ["--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c.jsonl")])
     assert message in capsys.readouterr().err
     assert not (tmp_path / "c.jsonl").exists()
+
+
+def test_a_cache_that_cannot_be_written_is_refused_before_any_episode(tmp_path, capsys):
+    (tmp_path / "c.jsonl").mkdir()  # a folder where the cache file should be
+    with pytest.raises(SystemExit):
+        _headroom().main(["--suite", "tiny", "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c.jsonl")])
+    err = capsys.readouterr().err
+    assert "--cache" in err and "is a folder" in err and "Traceback" not in err

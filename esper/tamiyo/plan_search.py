@@ -150,8 +150,15 @@ def run_plays(
         import multiprocessing
 
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            for row in pool.map(play, todo, [base] * len(todo)):
-                keep(row)
+            try:
+                for row in pool.map(play, todo, [base] * len(todo)):
+                    keep(row)
+            except BaseException:  # Ctrl-C, SIGTERM or a failed episode: no worker plays on after the search
+                pool.shutdown(wait=False, cancel_futures=True)
+                for proc in multiprocessing.active_children():
+                    proc.terminate()
+                    proc.join()
+                raise
     return [cache.rows[j.key] for j in jobs]
 
 # %% ../../nbs/tamiyo/07_plan_search.ipynb #178ec87d
