@@ -11,21 +11,17 @@ import time
 from typing import Any
 
 import torch
+from fastcore.basics import patch
 
-from ..leyline import SeedStage, LIVE_STAGES, DEFAULT_ACTION_SPACE, ActionSpace, TelemetryEvent, TelemetryEventType
+from ..leyline import SeedStage, DEFAULT_ACTION_SPACE, ActionSpace, TelemetryEvent, TelemetryEventType
 from ..kasmina import MorphogeneticModel
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
 from ..tolaria.governor import blowup_bound
 from ..tolaria.compute import host_epoch_flops, train_flops_per_sample
 from .signals import SignalTracker, TamiyoAction, Controller
-from esper.tamiyo.episode_parts import (
-    EpisodeGradientStats,
-    EpisodeConfig,
-    ActionResult,
-    apply_action,
-    EpisodeResult,
-    grown_seeds,
-)
+from .episode_parts import EpisodeGradientStats, EpisodeConfig, ActionResult, apply_action, EpisodeResult
+from .episode_parts import grown_seeds, sync_seed_telemetry
+from .observation import episode_observation
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #e9d1c7a2
 class Episode:
@@ -53,355 +49,328 @@ class Episode:
 
     def _emit(self, kind, data, epoch=None):
         if self.hub is not None:
-            self.hub.emit(
-                TelemetryEvent(
-                    kind,
-                    data,
-                    epoch=epoch,
-                    env_id=self.env_id,
-                    step=None if epoch is None else self.step_offset + epoch,
-                )
-            )
+            step = None if epoch is None else self.step_offset + epoch
+            self.hub.emit(TelemetryEvent(kind, data, epoch=epoch, env_id=self.env_id, step=step))
 
     def on_stream(self):
         "A context that runs work in this episode's CUDA stream (a no-op context without one)."
         return torch.cuda.stream(self.stream) if self.stream is not None else contextlib.nullcontext()
 
-    @property
-    def optimizers(self) -> list[torch.optim.Optimizer]:
-        "The optimizers of the epoch in progress (host and seeds), from `begin_epoch` to the end of its training."
-        if not self._in_epoch:
-            raise RuntimeError("an episode has optimizers only while an epoch trains (after begin_epoch)")
-        return self._opts
-
-    def start(self, seed: int = 0) -> None:
-        "Build a fresh model, its optimizers, governor and tracker; no epoch is trained yet."
-        c = self.cfg
-        seed_everything(seed)
-        host = self.task.make_host(c.host)
-        self.model = MorphogeneticModel(
-            host,
-            c.slots,
-            c.blend_epochs,
-            c.blend_algorithm,
-            c.embargo_epochs,
-            c.gates,
-            hub=self.hub,
-            env_id=self.env_id,
-            param_budget=c.param_budget,
-            blueprints=c.blueprints or self.actions.blueprints,
-        ).to(self.device)
-        self.runner = EpochRunner(
-            self.model,
-            self.device,
-            c.host_lr,
-            c.seed_lr,
-            c.momentum,
-            lr_schedule=c.lr_schedule,
-            total_epochs=c.max_epochs,
+# %% ../../nbs/tamiyo/02_episode.ipynb #f5fc3d09
+@patch
+def start(self: Episode, seed: int = 0) -> None:
+    "Build a fresh model, its optimizers, governor and tracker; no epoch is trained yet."
+    c = self.cfg
+    seed_everything(seed)
+    host = self.task.make_host(c.host)
+    self.model = MorphogeneticModel(
+        host,
+        c.slots,
+        c.blend_epochs,
+        c.blend_algorithm,
+        c.embargo_epochs,
+        c.gates,
+        hub=self.hub,
+        env_id=self.env_id,
+        param_budget=c.param_budget,
+        blueprints=c.blueprints or self.actions.blueprints,
+    ).to(self.device)
+    self.runner = EpochRunner(
+        self.model,
+        self.device,
+        c.host_lr,
+        c.seed_lr,
+        c.momentum,
+        lr_schedule=c.lr_schedule,
+        total_epochs=c.max_epochs,
+    )
+    self.governor = None
+    if c.governor:
+        bound = blowup_bound(self.task.n_classes)  # judges the first epochs, before a loss history exists
+        self.governor = TolariaGovernor(
+            self.model, runner=self.runner, hub=self.hub, env_id=self.env_id, max_loss=bound
         )
-        self.governor = None
-        if c.governor:
-            bound = blowup_bound(self.task.n_classes)  # judges the first epochs, before a loss history exists
-            self.governor = TolariaGovernor(
-                self.model, runner=self.runner, hub=self.hub, env_id=self.env_id, max_loss=bound
-            )
-            self.governor.snapshot(epoch=0)  # the initial weights: what a blow-up in epoch 1 rolls back to
-        self.grads = EpisodeGradientStats(self.model)
-        self.flops, self.host_epoch_flops = 0, host_epoch_flops(self.model, self.task.input_shape, self.epoch_samples)
-        self.tracker = SignalTracker()
-        self.epoch, self.global_step, self.history, self._test = 0, 0, [], None
-        self.host_grad_norm, self.t0, self.done, self._in_epoch = 0.0, time.perf_counter(), False, False
-        self._emit(
-            TelemetryEventType.TRAINING_STARTED,
-            {"task": self.task.name, "max_epochs": c.max_epochs, "seed": seed, "slots": list(self.model.slot_ids)},
-            0,
+        self.governor.snapshot(epoch=0)  # the initial weights: what a blow-up in epoch 1 rolls back to
+    self.grads = EpisodeGradientStats(self.model)
+    self.flops, self.host_epoch_flops = 0, host_epoch_flops(self.model, self.task.input_shape, self.epoch_samples)
+    self.tracker = SignalTracker()
+    self.epoch, self.global_step, self.history, self._test = 0, 0, [], None
+    self.host_grad_norm, self.t0, self.done, self._in_epoch = 0.0, time.perf_counter(), False, False
+    self._emit(
+        TelemetryEventType.TRAINING_STARTED,
+        {"task": self.task.name, "max_epochs": c.max_epochs, "seed": seed, "slots": list(self.model.slot_ids)},
+        0,
+    )
+
+
+@patch(as_prop=True)
+def epoch_samples(self: Episode) -> int:
+    "Training samples of one epoch: the whole split, or `max_batches` batches of it."
+    n, bs = self.task.n_train, self.task.train_loader.batch_size
+    return n if self.cfg.max_batches is None else min(n, self.cfg.max_batches * bs)
+
+
+@patch(as_prop=True)
+def compute(self: Episode) -> float:
+    "Training compute spent so far, in host epochs."
+    return self.flops / self.host_epoch_flops
+
+# %% ../../nbs/tamiyo/02_episode.ipynb #e3da527e
+@patch
+def begin_epoch(self: Episode, action: TamiyoAction | None = None) -> ActionResult:
+    "Apply `action` (None before the first epoch) and prepare one epoch of `train_batch` calls."
+    if self.model is None or self.done:
+        raise RuntimeError("call reset() or start() first, and not after the episode is done")
+    if self._in_epoch:
+        raise RuntimeError("begin_epoch called again before end_epoch")
+    m = self.model
+    self._result = ActionResult(True, "reset") if action is None else apply_action(m, action)
+    self._action = action
+    for s in m.live_slots():  # a seed germinated by the last decision starts incubating now
+        if m.slot(s).stage == SeedStage.GERMINATED:
+            m.advance(s)
+    self.epoch += 1
+    self.grads.begin_epoch()
+    self._sample_flops = train_flops_per_sample(m, self.task.input_shape)  # the model as this epoch trains it
+    # work queued on the default stream (model built, parameters changed above) must finish
+    # before the env stream reads it
+    if self.stream is not None:
+        self.stream.wait_stream(torch.cuda.current_stream(self.device))
+    with self.on_stream():
+        self._opts = self.runner.optimizers()
+        self._loss_sum = torch.zeros((), device=self.device)
+        self._correct = torch.zeros((), device=self.device, dtype=torch.long)
+    self._n, self._batches, self._t_epoch, self._in_epoch = 0, 0, time.perf_counter(), True
+    m.train()
+    return self._result
+
+
+@patch(as_prop=True)
+def optimizers(self: Episode) -> list[torch.optim.Optimizer]:
+    "The optimizers of the epoch in progress (host and seeds), from `begin_epoch` to the end of its training."
+    if not self._in_epoch:
+        raise RuntimeError("an episode has optimizers only while an epoch trains (after begin_epoch)")
+    return self._opts
+
+# %% ../../nbs/tamiyo/02_episode.ipynb #bac0a318
+@patch
+def train_batch(
+    self: Episode,
+    xb: torch.Tensor,  # inputs of one training batch
+    yb: torch.Tensor,  # their labels
+) -> None:
+    "One SGD step in this episode's stream; loss and correct counts accumulate on the device in that same stream."
+    if not self._in_epoch:
+        raise RuntimeError("train_batch called outside begin_epoch/end_epoch")
+    with self.on_stream():
+        loss_sum, correct = train_step(
+            self.model, xb, yb, self._opts, self.device, self.runner.criterion, self.grads, self._batches
         )
-
-    @property
-    def epoch_samples(self) -> int:
-        "Training samples of one epoch: the whole split, or `max_batches` batches of it."
-        n, bs = self.task.n_train, self.task.train_loader.batch_size
-        return n if self.cfg.max_batches is None else min(n, self.cfg.max_batches * bs)
-
-    @property
-    def compute(self) -> float:
-        "Training compute spent so far, in host epochs."
-        return self.flops / self.host_epoch_flops
-
-    def reset(self, seed: int = 0) -> dict[str, Any]:
-        "Build a fresh model, train the first epoch, return the first observation."
-        self.start(seed)
-        return self._run_epoch(None)
-
-    def step(self, action: TamiyoAction) -> tuple[dict[str, Any], dict[str, Any]]:
-        "Apply `action`, train the next epoch; returns (observation, info). `info['done']` ends the episode."
-        obs = self._run_epoch(action)
-        return obs, self.history[-1]
-
-    def _run_epoch(self, action: TamiyoAction | None) -> dict[str, Any]:
-        "One whole epoch: `begin_epoch`, every batch of the loader through `train_batch`, `end_epoch`."
-        self.begin_epoch(action)
-        for i, (xb, yb) in enumerate(self.task.train_loader):
-            if self.cfg.max_batches is not None and i >= self.cfg.max_batches:
-                break
-            self.train_batch(xb, yb)
-        return self.end_epoch()
-
-    def begin_epoch(self, action: TamiyoAction | None = None) -> ActionResult:
-        "Apply `action` (None before the first epoch) and prepare one epoch of `train_batch` calls."
-        if self.model is None or self.done:
-            raise RuntimeError("call reset() or start() first, and not after the episode is done")
-        if self._in_epoch:
-            raise RuntimeError("begin_epoch called again before end_epoch")
-        m = self.model
-        self._result = ActionResult(True, "reset") if action is None else apply_action(m, action)
-        self._action = action
-        for s in m.live_slots():  # a seed germinated by the last decision starts incubating now
-            if m.slot(s).stage == SeedStage.GERMINATED:
-                m.advance(s)
-        self.epoch += 1
-        self.grads.begin_epoch()
-        self._sample_flops = train_flops_per_sample(m, self.task.input_shape)  # the model as this epoch trains it
-        # work queued on the default stream (model built, parameters changed above) must finish
-        # before the env stream reads it
-        if self.stream is not None:
-            self.stream.wait_stream(torch.cuda.current_stream(self.device))
-        with self.on_stream():
-            self._opts = self.runner.optimizers()
-            self._loss_sum = torch.zeros((), device=self.device)
-            self._correct = torch.zeros((), device=self.device, dtype=torch.long)
-        self._n, self._batches, self._t_epoch, self._in_epoch = 0, 0, time.perf_counter(), True
-        m.train()
-        return self._result
-
-    def train_batch(
-        self,
-        xb: torch.Tensor,  # inputs of one training batch
-        yb: torch.Tensor,  # their labels
-    ) -> None:
-        "One SGD step in this episode's stream; loss and correct counts accumulate on the device in that same stream."
-        if not self._in_epoch:
-            raise RuntimeError("train_batch called outside begin_epoch/end_epoch")
-        with self.on_stream():
-            loss_sum, correct = train_step(
-                self.model, xb, yb, self._opts, self.device, self.runner.criterion, self.grads, self._batches
-            )
-            self._loss_sum += loss_sum  # accumulated in the producing stream: no cross-stream race
-            self._correct += correct
-        self._n += len(yb)
-        self._batches += 1
-        self.flops += len(yb) * self._sample_flops
-
-    def record_batches(
-        self,
-        loss_sum: torch.Tensor,  # summed training loss of the batches (a device scalar)
-        correct: torch.Tensor,  # correct predictions among them (a device scalar)
-        samples: int,  # samples trained
-        batches: int,  # batches trained
-        grad_norm_sums: dict[str, torch.Tensor],  # per watched group, per-tensor gradient norms summed over batches
-    ) -> None:
-        "Account for batches trained outside `train_batch`, for example by a population of episodes trained as one."
-        if not self._in_epoch:
-            raise RuntimeError("record_batches called outside begin_epoch/end_epoch")
-        if set(grad_norm_sums) != set(self.grads.groups):
-            raise ValueError(f"grad_norm_sums must cover the watched groups {sorted(self.grads.groups)}")
-        self._loss_sum += loss_sum
+        self._loss_sum += loss_sum  # accumulated in the producing stream: no cross-stream race
         self._correct += correct
-        self._n += samples
-        self._batches += batches
-        self.flops += samples * self._sample_flops
-        for name, sums in grad_norm_sums.items():
-            self.grads.sums[name] = self.grads.sums[name] + sums if name in self.grads.sums else sums
-        self.grads.batches += batches
+    self._n += len(yb)
+    self._batches += 1
+    self.flops += len(yb) * self._sample_flops
 
-    def end_epoch(self) -> dict[str, Any]:
-        "Finish the epoch: governor, validation, seed bookkeeping and telemetry, signals; returns the next observation."
-        self.finish_training()
-        with self.on_stream():
-            va = self.runner.validate(self.task.val_loader)
-        self.record_validation(va)
-        return self.finish_epoch()
+# %% ../../nbs/tamiyo/02_episode.ipynb #3801c10a
+@patch
+def end_epoch(self: Episode) -> dict[str, Any]:
+    "Finish the epoch: governor, validation, seed bookkeeping and telemetry, signals; returns the next observation."
+    self.finish_training()
+    with self.on_stream():
+        va = self.runner.validate(self.task.val_loader)
+    self.record_validation(va)
+    return self.finish_epoch()
 
-    # `end_epoch` in three phases, so that a trainer can run the validation passes of many episodes at once
-    def finish_training(self) -> None:
-        "First phase of `end_epoch`: the epoch's training loss and accuracy, then the governor (and its rollback)."
-        if not self._in_epoch:
-            raise RuntimeError("end_epoch called without begin_epoch")
-        if self._n == 0:
-            raise ValueError("the epoch trained no batch (empty loader or max_batches=0)")
-        self._in_epoch = False
-        with self.on_stream():
-            if self.stream is not None:
-                self.stream.synchronize()  # accumulators are complete before they are read
-            self._tr = {
-                "loss": self._loss_sum.item() / self._n,
-                "accuracy": 100.0 * self._correct.item() / self._n,
-                "seconds": time.perf_counter() - self._t_epoch,
-            }
-            self.global_step += self.grads.batches
-            self._rollback = None
-            if self.governor is not None and self.governor.end_epoch(self._tr["loss"], self.epoch).panic:
-                self._rollback = self.governor.rollback(f"train loss {self._tr['loss']:.4g}", self.epoch)
-        self._validated = False
 
-    def record_validation(
-        self,
-        va: Any,  # the model's validation metrics after `finish_training` (`EpochMetrics` or a dict with the keys)
-    ) -> list[str]:
-        "Second phase: the seeds' epoch bookkeeping and telemetry; returns the slots whose contribution is measured."
-        if self._in_epoch or getattr(self, "_validated", None) is not False:
-            raise RuntimeError("record_validation belongs between finish_training and finish_epoch")
-        m, c = self.model, self.cfg
-        self._va, self._validated = va, True
-        with self.on_stream():
-            m.step_epoch(self.epoch, va["accuracy"])
-            stats = self.grads.results() if self._rollback is None else {}
-            self.host_grad_norm = stats.get("host", {}).get("gradient_norm", 0.0)
-            cf_stages = {SeedStage[s] for s in c.counterfactual_stages}
-            self._cf_slots = []
-            for slot, st in m.seed_states().items():
-                if st.stage not in LIVE_STAGES and st.stage != SeedStage.FOSSILIZED:
-                    continue
-                g = stats.get(
-                    slot, {"gradient_norm": 0.0, "gradient_health": 0.0, "has_vanishing": True, "has_exploding": False}
-                )
-                st.sync_telemetry(
-                    g["gradient_norm"],
-                    g["gradient_health"],
-                    g["has_vanishing"],
-                    g["has_exploding"],
-                    self.epoch,
-                    c.max_epochs,
-                )
-                if st.stage in cf_stages:
-                    self._cf_slots.append(slot)
-        return list(self._cf_slots)
-
-    def finish_epoch(
-        self,
-        without: dict[str, float] | None = None,  # slot -> accuracy with its seed removed, if measured elsewhere
-    ) -> dict[str, Any]:
-        "Last phase: counterfactual contributions (measured here unless given), signals, the record; the observation."
-        if not getattr(self, "_validated", False):
-            raise RuntimeError("finish_epoch needs record_validation first")
-        self._validated = None
-        m, c, action, result = self.model, self.cfg, self._action, self._result
-        tr, va, rollback = self._tr, self._va, self._rollback
-        with self.on_stream():
-            for slot in self._cf_slots:
-                w = None if without is None else without.get(slot)
-                m.counterfactual(slot, self.task.val_loader, self.device, with_seed=va["accuracy"], without=w)
-        train_loss = tr["loss"] if rollback is None else va["loss"]  # a rolled-back epoch's loss may be NaN
-        self.tracker.update(self.epoch, train_loss, tr["accuracy"], va["loss"], va["accuracy"], self.global_step)
-        self.done = self.epoch >= c.max_epochs or (c.compute_budget is not None and self.compute >= c.compute_budget)
-        rec = {
-            "epoch": self.epoch,
-            "train_loss": train_loss,
-            "train_accuracy": tr["accuracy"],
-            "val_loss": va["loss"],
-            "val_accuracy": va["accuracy"],
-            "seconds": tr["seconds"],
-            "params_added": m.seed_param_count(),
-            "compute": self.compute,
-            "action": None if action is None else action.op.name,
-            "action_slot": None if action is None else action.slot,
-            "action_success": result.success,
-            "action_reason": result.reason,
-            "rollback": rollback,
-            "stages": {s: m.slot(s).stage.name for s in m.slot_ids},
-            "done": self.done,
+@patch
+def finish_training(self: Episode) -> None:
+    "First phase of `end_epoch`: the epoch's training loss and accuracy, then the governor (and its rollback)."
+    if not self._in_epoch:
+        raise RuntimeError("end_epoch called without begin_epoch")
+    if self._n == 0:
+        raise ValueError("the epoch trained no batch (empty loader or max_batches=0)")
+    self._in_epoch = False
+    with self.on_stream():
+        if self.stream is not None:
+            self.stream.synchronize()  # accumulators are complete before they are read
+        self._tr = {
+            "loss": self._loss_sum.item() / self._n,
+            "accuracy": 100.0 * self._correct.item() / self._n,
+            "seconds": time.perf_counter() - self._t_epoch,
         }
-        self.history.append(rec)
-        if self.done:
-            self.evaluate_test()
-        self._emit(
-            TelemetryEventType.EPOCH_COMPLETED,
-            {k: v for k, v in rec.items() if k not in ("rollback", "stages")}
-            | {f"stage_{s}": v for s, v in rec["stages"].items()},
-            self.epoch,
-        )
-        return self.observation()
+        self.global_step += self.grads.batches
+        self._rollback = None
+        if self.governor is not None and self.governor.end_epoch(self._tr["loss"], self.epoch).panic:
+            self._rollback = self.governor.rollback(f"train loss {self._tr['loss']:.4g}", self.epoch)
+    self._validated = False
 
-    def evaluate_test(self) -> dict[str, float]:
-        "The model's metrics on the test split, measured at most once per epoch: at the end, or when cut short."
-        if self._test is None or self._test[0] != self.epoch:
-            with self.on_stream():
-                self._test = (self.epoch, dict(self.runner.validate(self.task.test_loader)))
-        return self._test[1]
+# %% ../../nbs/tamiyo/02_episode.ipynb #d2071e8c
+@patch
+def record_validation(
+    self: Episode,
+    va: Any,  # the model's validation metrics after `finish_training` (`EpochMetrics` or a dict with the keys)
+) -> list[str]:
+    "Second phase: the seeds' epoch bookkeeping and telemetry; returns the slots whose contribution is measured."
+    if self._in_epoch or getattr(self, "_validated", None) is not False:
+        raise RuntimeError("record_validation belongs between finish_training and finish_epoch")
+    m, c = self.model, self.cfg
+    self._va, self._validated = va, True
+    with self.on_stream():
+        m.step_epoch(self.epoch, va["accuracy"])
+        stats = self.grads.results() if self._rollback is None else {}
+        self.host_grad_norm = stats.get("host", {}).get("gradient_norm", 0.0)
+        cf_stages = {SeedStage[s] for s in c.counterfactual_stages}
+        self._cf_slots = sync_seed_telemetry(m, stats, self.epoch, c.max_epochs, cf_stages)
+    return list(self._cf_slots)
 
-    def observation(self) -> dict[str, Any]:
-        "Signals plus seed features: the focus seed (the oldest live one) and every slot."
-        m, obs = self.model, self.tracker.latest.to_obs()
-        order = {s: i for i, s in enumerate(m.slot_ids)}
-        live = [
-            (st.metrics.germinated_epoch, order[s], s) for s, st in m.seed_states().items() if st.stage in LIVE_STAGES
-        ]
-        focus = m.slot(min(live)[2]).state if live else None
-        fm = focus.metrics if focus else None
-        obs.update(
-            {
-                "max_epochs": self.cfg.max_epochs,
-                "has_active_seed": float(focus is not None),
-                "seed_stage": int(focus.stage) if focus else 0,
-                "seed_epochs_in_stage": fm.epochs_in_current_stage if focus else 0,
-                "seed_alpha": focus.alpha if focus else 0.0,
-                "seed_improvement": fm.accuracy_gain if focus else 0.0,
-                "available_slots": sum(m.slot(s).stage == SeedStage.DORMANT for s in m.slot_ids),
-                "seed_counterfactual": (fm.contribution or 0.0) if focus else 0.0,
-                "host_grad_norm": self.host_grad_norm,
-                "host_learning_phase": self.epoch / self.cfg.max_epochs,
-                "compute_spent": self.compute / (self.cfg.compute_budget or self.cfg.max_epochs),
-                "seed_blueprint_id": self.actions.blueprint_id(focus.blueprint_id if focus else None),
-                "blueprints": self.actions.blueprints,
-                "focus_slot": focus.slot_id if focus else None,
-                "slots": {
-                    s: {
-                        "stage": int(m.slot(s).stage),
-                        "alpha": m.slot(s).alpha,
-                        "gate_open": m.gate_open(s),
-                        "probation": m.in_probation(s),
-                        "blueprint_id": self.actions.blueprint_id(
-                            m.slot(s).state.blueprint_id if m.slot(s).seed is not None else None
-                        ),
-                        "contribution": (m.slot(s).state.metrics.contribution or 0.0) if m.slot(s).state else 0.0,
-                        "germinated_epoch": m.slot(s).state.metrics.germinated_epoch if m.slot(s).state else None,
-                        "affordable": m.affordable(s, self.actions.blueprints),
-                        "telemetry": m.slot(s).state.telemetry.to_features()
-                        if m.slot(s).seed is not None
-                        else [0.0] * 10,
-                    }
-                    for s in m.slot_ids
-                },
-            }
-        )
-        return obs
+# %% ../../nbs/tamiyo/02_episode.ipynb #55c5bbfd
+@patch
+def finish_epoch(
+    self: Episode,
+    without: dict[str, float] | None = None,  # slot -> accuracy with its seed removed, if measured elsewhere
+) -> dict[str, Any]:
+    "Last phase: counterfactual contributions (measured here unless given), signals, the record; the observation."
+    if not getattr(self, "_validated", False):
+        raise RuntimeError("finish_epoch needs record_validation first")
+    self._validated = None
+    m, c, action, result = self.model, self.cfg, self._action, self._result
+    tr, va, rollback = self._tr, self._va, self._rollback
+    with self.on_stream():
+        for slot in self._cf_slots:
+            w = None if without is None else without.get(slot)
+            m.counterfactual(slot, self.task.val_loader, self.device, with_seed=va["accuracy"], without=w)
+    train_loss = tr["loss"] if rollback is None else va["loss"]  # a rolled-back epoch's loss may be NaN
+    self.tracker.update(self.epoch, train_loss, tr["accuracy"], va["loss"], va["accuracy"], self.global_step)
+    self.done = self.epoch >= c.max_epochs or (c.compute_budget is not None and self.compute >= c.compute_budget)
+    rec = {
+        "epoch": self.epoch,
+        "train_loss": train_loss,
+        "train_accuracy": tr["accuracy"],
+        "val_loss": va["loss"],
+        "val_accuracy": va["accuracy"],
+        "seconds": tr["seconds"],
+        "params_added": m.seed_param_count(),
+        "compute": self.compute,
+        "action": None if action is None else action.op.name,
+        "action_slot": None if action is None else action.slot,
+        "action_success": result.success,
+        "action_reason": result.reason,
+        "rollback": rollback,
+        "stages": {s: m.slot(s).stage.name for s in m.slot_ids},
+        "done": self.done,
+    }
+    self.history.append(rec)
+    if self.done:
+        self.evaluate_test()
+    self._emit(
+        TelemetryEventType.EPOCH_COMPLETED,
+        {k: v for k, v in rec.items() if k not in ("rollback", "stages")}
+        | {f"stage_{s}": v for s, v in rec["stages"].items()},
+        self.epoch,
+    )
+    return self.observation()
 
-    def result(self) -> EpisodeResult:
-        "Summary of the episode so far: test accuracy (scored now if the episode was cut short) beside validation's."
-        m, log = self.model, self.model.lifecycle_log
-        accs = [r["val_accuracy"] for r in self.history]
-        count = lambda to: sum(r["to"] == to for r in log)
-        return EpisodeResult(
-            self.evaluate_test()["accuracy"],
-            accs[-1],
-            max(accs),
-            accs[0],
-            m.seed_param_count(),
-            sum(p.numel() for p in m.get_host_parameters()),
-            sum(r["from"] == "DORMANT" for r in log),
-            count("FOSSILIZED"),
-            count("PRUNED"),
-            self.governor.rollbacks if self.governor else 0,
-            self.epoch,
-            time.perf_counter() - self.t0,
-            list(self.history),
-            list(log),
-            grown=grown_seeds(m),
-            compute=self.compute,
-        )
+# %% ../../nbs/tamiyo/02_episode.ipynb #eb32b39d
+@patch
+def observation(self: Episode) -> dict[str, Any]:
+    "Signals plus seed features: the focus seed (the oldest live one) and every slot."
+    c = self.cfg
+    return episode_observation(
+        self.model,
+        self.tracker.latest.to_obs(),
+        self.actions,
+        self.epoch,
+        c.max_epochs,
+        self.host_grad_norm,
+        self.compute / (c.compute_budget or c.max_epochs),
+    )
 
 
+@patch
+def evaluate_test(self: Episode) -> dict[str, float]:
+    "The model's metrics on the test split, measured at most once per epoch: at the end, or when cut short."
+    if self._test is None or self._test[0] != self.epoch:
+        with self.on_stream():
+            self._test = (self.epoch, dict(self.runner.validate(self.task.test_loader)))
+    return self._test[1]
+
+# %% ../../nbs/tamiyo/02_episode.ipynb #483d7735
+@patch
+def record_batches(
+    self: Episode,
+    loss_sum: torch.Tensor,  # summed training loss of the batches (a device scalar)
+    correct: torch.Tensor,  # correct predictions among them (a device scalar)
+    samples: int,  # samples trained
+    batches: int,  # batches trained
+    grad_norm_sums: dict[str, torch.Tensor],  # per watched group, per-tensor gradient norms summed over batches
+) -> None:
+    "Account for batches trained outside `train_batch`, for example by a population of episodes trained as one."
+    if not self._in_epoch:
+        raise RuntimeError("record_batches called outside begin_epoch/end_epoch")
+    if set(grad_norm_sums) != set(self.grads.groups):
+        raise ValueError(f"grad_norm_sums must cover the watched groups {sorted(self.grads.groups)}")
+    self._loss_sum += loss_sum
+    self._correct += correct
+    self._n += samples
+    self._batches += batches
+    self.flops += samples * self._sample_flops
+    for name, sums in grad_norm_sums.items():
+        self.grads.sums[name] = self.grads.sums[name] + sums if name in self.grads.sums else sums
+    self.grads.batches += batches
+
+# %% ../../nbs/tamiyo/02_episode.ipynb #d1c5a4e1
+@patch
+def result(self: Episode) -> EpisodeResult:
+    "Summary of the episode so far: test accuracy (scored now if the episode was cut short) beside validation's."
+    m, log = self.model, self.model.lifecycle_log
+    accs = [r["val_accuracy"] for r in self.history]
+    count = lambda to: sum(r["to"] == to for r in log)
+    return EpisodeResult(
+        self.evaluate_test()["accuracy"],
+        accs[-1],
+        max(accs),
+        accs[0],
+        m.seed_param_count(),
+        sum(p.numel() for p in m.get_host_parameters()),
+        sum(r["from"] == "DORMANT" for r in log),
+        count("FOSSILIZED"),
+        count("PRUNED"),
+        self.governor.rollbacks if self.governor else 0,
+        self.epoch,
+        time.perf_counter() - self.t0,
+        list(self.history),
+        list(log),
+        grown=grown_seeds(m),
+        compute=self.compute,
+    )
+
+# %% ../../nbs/tamiyo/02_episode.ipynb #58196869
+@patch
+def reset(self: Episode, seed: int = 0) -> dict[str, Any]:
+    "Build a fresh model, train the first epoch, return the first observation."
+    self.start(seed)
+    return self._run_epoch(None)
+
+
+@patch
+def step(self: Episode, action: TamiyoAction) -> tuple[dict[str, Any], dict[str, Any]]:
+    "Apply `action`, train the next epoch; returns (observation, info). `info['done']` ends the episode."
+    obs = self._run_epoch(action)
+    return obs, self.history[-1]
+
+
+@patch
+def _run_epoch(self: Episode, action: TamiyoAction | None) -> dict[str, Any]:
+    "One whole epoch: `begin_epoch`, every batch of the loader through `train_batch`, `end_epoch`."
+    self.begin_epoch(action)
+    for i, (xb, yb) in enumerate(self.task.train_loader):
+        if self.cfg.max_batches is not None and i >= self.cfg.max_batches:
+            break
+        self.train_batch(xb, yb)
+    return self.end_epoch()
+
+# %% ../../nbs/tamiyo/02_episode.ipynb #f45f89a5
 def run_episode(
     task: Any,  # an `esper.tasks.Task`
     controller: Controller,  # decides after each epoch
