@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
+from fastcore.basics import patch
 from torch import nn
 
 from esper.leyline import (
@@ -49,22 +50,7 @@ def check_blueprint_menu(
         raise ValueError(f"blueprint(s) {', '.join(unknown)} are not registered{where}; registered: {', '.join(known)}")
     return menu
 
-# %% ../../nbs/kasmina/02_model.ipynb #1e48fbea
-_NEXT = {
-    SeedStage.GERMINATED: SeedStage.TRAINING,
-    SeedStage.TRAINING: SeedStage.BLENDING,
-    SeedStage.BLENDING: SeedStage.HOLDING,
-    SeedStage.HOLDING: SeedStage.FOSSILIZED,
-}
-_seed_counter = itertools.count(1)
-
-
-@functools.cache
-def _blueprint_cost(blueprint: str, family: str, channels: int, size: tuple[int, ...] | None = None) -> int:
-    "Parameters a seed of `blueprint` adds at `channels` channels and spatial `size` (built once per combination)."
-    return get_blueprint(blueprint, family).param_count(channels, size)
-
-
+# %% ../../nbs/kasmina/02_model.ipynb #bed389d4
 class MorphogeneticModel(nn.Module):
     "A conv host with seed slots after its blocks and the lifecycle operations on them."
 
@@ -124,7 +110,8 @@ class MorphogeneticModel(nn.Module):
                 x = self.slots[name](x)
         return self.host.head(x)
 
-    # ---- access -------------------------------------------------------------------------
+    _last_accuracy: float = 0.0  # the last validation accuracy `step_epoch` recorded: a new seed's baseline
+
     def slot(self, slot_id: str) -> SeedSlot:
         "The slot called `slot_id`, with an error listing the valid ones."
         if slot_id not in self.slots:
@@ -139,218 +126,253 @@ class MorphogeneticModel(nn.Module):
         "Slots whose seed is GERMINATED, TRAINING, BLENDING or HOLDING."
         return [s for s in self.slot_ids if self.slots[s].stage in LIVE_STAGES]
 
-    def get_host_parameters(self) -> list[nn.Parameter]:
-        "Parameters of the host alone."
-        return list(self.host.parameters())
+# %% ../../nbs/kasmina/02_model.ipynb #53966c68
+@functools.cache
+def _blueprint_cost(blueprint: str, family: str, channels: int, size: tuple[int, ...] | None = None) -> int:
+    "Parameters a seed of `blueprint` adds at `channels` channels and spatial `size` (built once per combination)."
+    return get_blueprint(blueprint, family).param_count(channels, size)
 
-    def get_seed_parameters(self, slot: str | None = None) -> list[nn.Parameter]:
-        "Parameters of one slot's seed, or of every seed when `slot` is None."
-        ids = self.slot_ids if slot is None else (self.slot(slot).slot_id,)
-        return [p for s in ids if self.slots[s].seed is not None for p in self.slots[s].seed.parameters()]
 
-    def seed_param_count(self) -> int:
-        "Parameters added by seeds (live and fossilized)."
-        return sum(p.numel() for p in self.get_seed_parameters())
+@patch
+def get_host_parameters(self: MorphogeneticModel) -> list[nn.Parameter]:
+    "Parameters of the host alone."
+    return list(self.host.parameters())
 
-    def total_param_count(self) -> int:
-        "Parameters of the host and every seed it holds."
-        return sum(p.numel() for p in self.host.parameters()) + self.seed_param_count()
 
-    def affordable(
-        self,
-        slot: str,  # a slot of this model
-        menu: Sequence[str] | None = None,  # the blueprints to mark, in this order (None: the model's own menu)
-    ) -> list[bool]:
-        "Per blueprint of `menu`: whether it is on the model's menu and a seed of it in `slot` keeps within budget."
-        s, menu = self.slot(slot), self.blueprints if menu is None else tuple(menu)
-        if self.param_budget is None:
-            return [b in self.blueprints for b in menu]
-        left = self.param_budget - self.total_param_count()
+@patch
+def get_seed_parameters(self: MorphogeneticModel, slot: str | None = None) -> list[nn.Parameter]:
+    "Parameters of one slot's seed, or of every seed when `slot` is None."
+    ids = self.slot_ids if slot is None else (self.slot(slot).slot_id,)
+    return [p for s in ids if self.slots[s].seed is not None for p in self.slots[s].seed.parameters()]
+
+
+@patch
+def seed_param_count(self: MorphogeneticModel) -> int:
+    "Parameters added by seeds (live and fossilized)."
+    return sum(p.numel() for p in self.get_seed_parameters())
+
+
+@patch
+def total_param_count(self: MorphogeneticModel) -> int:
+    "Parameters of the host and every seed it holds."
+    return sum(p.numel() for p in self.host.parameters()) + self.seed_param_count()
+
+
+@patch
+def affordable(
+    self: MorphogeneticModel,
+    slot: str,  # a slot of this model
+    menu: Sequence[str] | None = None,  # the blueprints to mark, in this order (None: the model's own menu)
+) -> list[bool]:
+    "Per blueprint of `menu`: whether it is on the model's menu and a seed of it in `slot` keeps within budget."
+    s, menu = self.slot(slot), self.blueprints if menu is None else tuple(menu)
+    if self.param_budget is None:
+        return [b in self.blueprints for b in menu]
+    left = self.param_budget - self.total_param_count()
+    size = self.slot_sizes[s.slot_id]
+    return [b in self.blueprints and _blueprint_cost(b, self.family, s.channels, size) <= left for b in menu]
+
+# %% ../../nbs/kasmina/02_model.ipynb #bd80198b
+@patch
+def _record(
+    self: MorphogeneticModel,
+    kind: TelemetryEventType,  # the event's type
+    slot_id: str,  # the slot it happened in
+    seed_id: str,  # the seed it happened to
+    data: dict[str, Any],  # blueprint, from, to, params, contribution and any extra keys
+) -> None:
+    "Append one record to `lifecycle_log` and send it to the hub as an event."
+    self.lifecycle_log.append({"epoch": self.epoch, "slot_id": slot_id, "seed_id": seed_id, **data})
+    if self.hub is not None:
+        ids = dict(env_id=self.env_id, slot_id=slot_id, seed_id=seed_id)
+        self.hub.emit(TelemetryEvent(kind, data, epoch=self.epoch, step=self.epoch, **ids))
+
+
+@patch
+def _emit(
+    self: MorphogeneticModel, kind: TelemetryEventType, slot: SeedSlot, state: SeedState, old: SeedStage | None, **extra
+) -> None:
+    "Record the move of `state` from `old` to its stage now: blueprint, stages, seed parameters, contribution."
+    data = {
+        "blueprint": state.blueprint_id,
+        "from": old.name if old is not None else None,
+        "to": state.stage.name,
+        "params": slot.seed.param_count if slot.seed is not None else 0,
+        "contribution": state.metrics.contribution,
+        **extra,
+    }
+    self._record(kind, slot.slot_id, state.seed_id, data)
+
+# %% ../../nbs/kasmina/02_model.ipynb #2e765a6c
+_seed_counter = itertools.count(1)
+
+
+@patch
+def germinate(
+    self: MorphogeneticModel,
+    slot: str,  # a DORMANT slot
+    blueprint: str,  # a blueprint on the model's menu
+    blend_algorithm: BlendAlgorithm | str | None = None,  # ramp for this seed (default: the slot's)
+    accuracy: float | None = None,  # current validation accuracy (default: the last one recorded)
+) -> SeedState:
+    "Build a zero-output seed in `slot`; it enters GERMINATED."
+    s = self.slot(slot)
+    if s.stage != SeedStage.DORMANT:
+        raise IllegalTransitionError(f"cannot germinate in slot {slot}: it is {s.stage.name}, not DORMANT")
+    if blueprint not in self.blueprints:
+        raise ValueError(f"blueprint {blueprint!r} is not on this run's menu: {', '.join(self.blueprints)}")
+    spec = get_blueprint(blueprint, self.family)
+    if self.param_budget is not None:
         size = self.slot_sizes[s.slot_id]
-        return [b in self.blueprints and _blueprint_cost(b, self.family, s.channels, size) <= left for b in menu]
-
-    # ---- lifecycle ----------------------------------------------------------------------
-    def _emit(self, kind: TelemetryEventType, slot: SeedSlot, state: SeedState, old: SeedStage | None, **extra) -> None:
-        data = {
-            "blueprint": state.blueprint_id,
-            "from": old.name if old is not None else None,
-            "to": state.stage.name,
-            "params": slot.seed.param_count if slot.seed is not None else 0,
-            "contribution": state.metrics.contribution,
-            **extra,
-        }
-        self.lifecycle_log.append({"epoch": self.epoch, "slot_id": slot.slot_id, "seed_id": state.seed_id, **data})
-        if self.hub is not None:
-            self.hub.emit(
-                TelemetryEvent(
-                    kind,
-                    data,
-                    epoch=self.epoch,
-                    env_id=self.env_id,
-                    slot_id=slot.slot_id,
-                    seed_id=state.seed_id,
-                    step=self.epoch,
-                )
+        total, cost = self.total_param_count(), _blueprint_cost(spec.name, self.family, s.channels, size)
+        if total + cost > self.param_budget:
+            raise IllegalTransitionError(
+                f"cannot germinate {spec.name} in slot {slot}: {total:,} + {cost:,} parameters would pass "
+                f"the budget of {self.param_budget:,}"
             )
+    device = next(self.host.parameters()).device
+    seed = spec.build(s.channels, self.slot_sizes[s.slot_id]).to(device)
+    state = SeedState(f"{slot}-{spec.name}-{next(_seed_counter)}", spec.name, slot)
+    state.metrics.germinated_epoch = self.epoch
+    acc = self._last_accuracy if accuracy is None else float(accuracy)
+    state.metrics.accuracy_at_germination = state.metrics.current_accuracy = state.metrics.previous_accuracy = acc
+    state.metrics.best_accuracy = acc
+    state.transition(SeedStage.GERMINATED, self.epoch)
+    s.plant(seed, state, blend_algorithm)
+    self._emit(TelemetryEventType.SEED_GERMINATED, s, state, SeedStage.DORMANT)
+    return state
 
-    def germinate(
-        self,
-        slot: str,  # a DORMANT slot
-        blueprint: str,  # a blueprint on the model's menu
-        blend_algorithm: BlendAlgorithm | str | None = None,  # ramp for this seed (default: the slot's)
-        accuracy: float | None = None,  # current validation accuracy (default: the last one recorded)
-    ) -> SeedState:
-        "Build a zero-output seed in `slot`; it enters GERMINATED."
-        s = self.slot(slot)
-        if s.stage != SeedStage.DORMANT:
-            raise IllegalTransitionError(f"cannot germinate in slot {slot}: it is {s.stage.name}, not DORMANT")
-        if blueprint not in self.blueprints:
-            raise ValueError(f"blueprint {blueprint!r} is not on this run's menu: {', '.join(self.blueprints)}")
-        spec = get_blueprint(blueprint, self.family)
-        if self.param_budget is not None:
-            size = self.slot_sizes[s.slot_id]
-            total, cost = self.total_param_count(), _blueprint_cost(spec.name, self.family, s.channels, size)
-            if total + cost > self.param_budget:
-                raise IllegalTransitionError(
-                    f"cannot germinate {spec.name} in slot {slot}: {total:,} + {cost:,} parameters would pass "
-                    f"the budget of {self.param_budget:,}"
+# %% ../../nbs/kasmina/02_model.ipynb #73967695
+@patch
+def step_epoch(
+    self: MorphogeneticModel,
+    epoch: int,  # host epoch just finished (>= 1)
+    val_accuracy: float,  # validation accuracy of that epoch, percent
+) -> None:
+    "Per-epoch bookkeeping: seed metrics, alpha ramps and embargo timers."
+    self.epoch, self._last_accuracy = int(epoch), float(val_accuracy)
+    for s in self.slots.values():
+        if s.stage in LIVE_STAGES or s.stage == SeedStage.FOSSILIZED:
+            s.state.record_epoch(val_accuracy)
+            if s.stage == SeedStage.BLENDING:
+                s.update_alpha_for_step(s.state.metrics.epochs_in_current_stage)
+        elif s.stage == SeedStage.EMBARGOED:
+            st = s.state
+            if s.tick_embargo(self.epoch):
+                self.lifecycle_log.append(
+                    {
+                        "epoch": self.epoch,
+                        "slot_id": s.slot_id,
+                        "seed_id": st.seed_id,
+                        "blueprint": st.blueprint_id,
+                        "from": "EMBARGOED",
+                        "to": "DORMANT",
+                        "params": 0,
+                        "contribution": st.metrics.contribution,
+                    }
                 )
-        device = next(self.host.parameters()).device
-        seed = spec.build(s.channels, self.slot_sizes[s.slot_id]).to(device)
-        state = SeedState(f"{slot}-{spec.name}-{next(_seed_counter)}", spec.name, slot)
-        state.metrics.germinated_epoch = self.epoch
-        acc = self._last_accuracy if accuracy is None else float(accuracy)
-        state.metrics.accuracy_at_germination = state.metrics.current_accuracy = state.metrics.previous_accuracy = acc
-        state.metrics.best_accuracy = acc
-        state.transition(SeedStage.GERMINATED, self.epoch)
-        s.plant(seed, state, blend_algorithm)
-        self._emit(TelemetryEventType.SEED_GERMINATED, s, state, SeedStage.DORMANT)
-        return state
 
-    def _move(self, s: SeedSlot, target: SeedStage, reason: str = "") -> SeedStage:
-        old = s.state.transition(target, self.epoch)
-        kind = (
-            TelemetryEventType.SEED_FOSSILIZED
-            if target == SeedStage.FOSSILIZED
-            else TelemetryEventType.SEED_STAGE_CHANGED
-        )
-        self._emit(kind, s, s.state, old, reason=reason)
-        return old
+# %% ../../nbs/kasmina/02_model.ipynb #3eb37db8
+_NEXT = {
+    SeedStage.GERMINATED: SeedStage.TRAINING,
+    SeedStage.TRAINING: SeedStage.BLENDING,
+    SeedStage.BLENDING: SeedStage.HOLDING,
+    SeedStage.HOLDING: SeedStage.FOSSILIZED,
+}
 
-    def advance(self, slot: str) -> GateResult:
-        "Move the seed in `slot` to its next stage if the gate passes (HOLDING advances to FOSSILIZED)."
-        s = self.slot(slot)
-        if s.stage not in _NEXT:
-            raise IllegalTransitionError(f"cannot advance slot {slot}: stage {s.stage.name} has no next live stage")
-        target = _NEXT[s.stage]
-        verdict = check_gate(s.state, target, self.gates)
-        if verdict:
-            self._move(s, target, verdict.reason)
-        return verdict
 
-    def gate_open(self, slot: str) -> bool:
-        "Whether `advance` (or `fossilize`) on `slot` would pass its gate now; False when there is no next stage."
-        s = self.slot(slot)
-        return s.stage in _NEXT and bool(check_gate(s.state, _NEXT[s.stage], self.gates))
+@patch
+def _move(self: MorphogeneticModel, s: SeedSlot, target: SeedStage, reason: str = "") -> SeedStage:
+    old = s.state.transition(target, self.epoch)
+    kind = (
+        TelemetryEventType.SEED_FOSSILIZED if target == SeedStage.FOSSILIZED else TelemetryEventType.SEED_STAGE_CHANGED
+    )
+    self._emit(kind, s, s.state, old, reason=reason)
+    return old
 
-    def in_probation(self, slot: str) -> bool:
-        "Whether the seed in `slot` is too young to judge: TRAINING for fewer than `min_training_epochs`, or BLENDING."
-        s = self.slot(slot)
-        if s.stage == SeedStage.TRAINING:
-            return s.state.metrics.epochs_in_current_stage < self.gates.min_training_epochs
-        return s.stage == SeedStage.BLENDING and not self.gate_open(slot)
 
-    def fossilize(self, slot: str) -> GateResult:
-        "Keep the HOLDING seed in `slot` for good, if its counterfactual contribution passes the gate."
-        s = self.slot(slot)
-        if s.stage != SeedStage.HOLDING:
-            raise IllegalTransitionError(f"cannot fossilize slot {slot}: it is {s.stage.name}, not HOLDING")
-        return self.advance(slot)
+@patch
+def advance(self: MorphogeneticModel, slot: str) -> GateResult:
+    "Move the seed in `slot` to its next stage if the gate passes (HOLDING advances to FOSSILIZED)."
+    s = self.slot(slot)
+    if s.stage not in _NEXT:
+        raise IllegalTransitionError(f"cannot advance slot {slot}: stage {s.stage.name} has no next live stage")
+    target = _NEXT[s.stage]
+    verdict = check_gate(s.state, target, self.gates)
+    if verdict:
+        self._move(s, target, verdict.reason)
+    return verdict
 
-    def prune(self, slot: str, reason: str = "") -> SeedState:
-        "Remove the live seed in `slot`; the slot is embargoed, then DORMANT again."
-        s = self.slot(slot)
-        params = s.seed.param_count if s.seed is not None else 0
-        old = s.stage
-        state = s.remove_seed(self.epoch)
-        data = {
-            "blueprint": state.blueprint_id,
-            "from": old.name,
-            "to": SeedStage.PRUNED.name,
-            "params": params,
-            "contribution": state.metrics.contribution,
-            "reason": reason,
-        }
-        self.lifecycle_log.append({"epoch": self.epoch, "slot_id": slot, "seed_id": state.seed_id, **data})
-        if self.hub is not None:
-            self.hub.emit(
-                TelemetryEvent(
-                    TelemetryEventType.SEED_PRUNED,
-                    data,
-                    epoch=self.epoch,
-                    env_id=self.env_id,
-                    slot_id=slot,
-                    seed_id=state.seed_id,
-                    step=self.epoch,
-                )
-            )
-        return state
 
-    _last_accuracy: float = 0.0
+@patch
+def gate_open(self: MorphogeneticModel, slot: str) -> bool:
+    "Whether `advance` (or `fossilize`) on `slot` would pass its gate now; False when there is no next stage."
+    s = self.slot(slot)
+    return s.stage in _NEXT and bool(check_gate(s.state, _NEXT[s.stage], self.gates))
 
-    def step_epoch(
-        self,
-        epoch: int,  # host epoch just finished (>= 1)
-        val_accuracy: float,  # validation accuracy of that epoch, percent
-    ) -> None:
-        "Per-epoch bookkeeping: seed metrics, alpha ramps and embargo timers."
-        self.epoch, self._last_accuracy = int(epoch), float(val_accuracy)
-        for s in self.slots.values():
-            if s.stage in LIVE_STAGES or s.stage == SeedStage.FOSSILIZED:
-                s.state.record_epoch(val_accuracy)
-                if s.stage == SeedStage.BLENDING:
-                    s.update_alpha_for_step(s.state.metrics.epochs_in_current_stage)
-            elif s.stage == SeedStage.EMBARGOED:
-                st = s.state
-                if s.tick_embargo(self.epoch):
-                    self.lifecycle_log.append(
-                        {
-                            "epoch": self.epoch,
-                            "slot_id": s.slot_id,
-                            "seed_id": st.seed_id,
-                            "blueprint": st.blueprint_id,
-                            "from": "EMBARGOED",
-                            "to": "DORMANT",
-                            "params": 0,
-                            "contribution": st.metrics.contribution,
-                        }
-                    )
 
-    # ---- counterfactual -----------------------------------------------------------------
-    def counterfactual(
-        self,
-        slot: str,  # slot whose seed is measured
-        loader: Iterable,  # validation batches
-        device: torch.device | str = "cpu",  # where the batches go
-        record: bool = True,  # store the result in the seed's metrics
-        with_seed: float | None = None,  # accuracy with the seed if already measured this epoch (saves a pass)
-        without: float | None = None,  # accuracy with the seed removed, if already measured (e.g. by a population)
-    ) -> float:
-        "Validation accuracy with the seed minus with the slot's alpha forced to 0, in points; state untouched."
-        s = self.slot(slot)
-        if s.seed is None or s.stage not in (
-            SeedStage.TRAINING,
-            SeedStage.BLENDING,
-            SeedStage.HOLDING,
-            SeedStage.FOSSILIZED,
-        ):
-            raise ValueError(f"slot {slot} has no active seed to measure (stage {s.stage.name})")
-        if with_seed is None:
-            with_seed = validate(self, loader, device)["accuracy"]
-        if without is None:
-            with s.force_alpha(0.0):
-                without = validate(self, loader, device)["accuracy"]
-        contribution = with_seed - without
-        if record:
-            s.state.metrics.contribution, s.state.metrics.contribution_epoch = contribution, self.epoch
-        return contribution
+@patch
+def in_probation(self: MorphogeneticModel, slot: str) -> bool:
+    "Whether the seed in `slot` is too young to judge: TRAINING for fewer than `min_training_epochs`, or BLENDING."
+    s = self.slot(slot)
+    if s.stage == SeedStage.TRAINING:
+        return s.state.metrics.epochs_in_current_stage < self.gates.min_training_epochs
+    return s.stage == SeedStage.BLENDING and not self.gate_open(slot)
+
+
+@patch
+def fossilize(self: MorphogeneticModel, slot: str) -> GateResult:
+    "Keep the HOLDING seed in `slot` for good, if its counterfactual contribution passes the gate."
+    s = self.slot(slot)
+    if s.stage != SeedStage.HOLDING:
+        raise IllegalTransitionError(f"cannot fossilize slot {slot}: it is {s.stage.name}, not HOLDING")
+    return self.advance(slot)
+
+# %% ../../nbs/kasmina/02_model.ipynb #46545d4c
+@patch
+def counterfactual(
+    self: MorphogeneticModel,
+    slot: str,  # slot whose seed is measured
+    loader: Iterable,  # validation batches
+    device: torch.device | str = "cpu",  # where the batches go
+    record: bool = True,  # store the result in the seed's metrics
+    with_seed: float | None = None,  # accuracy with the seed if already measured this epoch (saves a pass)
+    without: float | None = None,  # accuracy with the seed removed, if already measured (e.g. by a population)
+) -> float:
+    "Validation accuracy with the seed minus with the slot's alpha forced to 0, in points; state untouched."
+    s = self.slot(slot)
+    if s.seed is None or s.stage not in (
+        SeedStage.TRAINING,
+        SeedStage.BLENDING,
+        SeedStage.HOLDING,
+        SeedStage.FOSSILIZED,
+    ):
+        raise ValueError(f"slot {slot} has no active seed to measure (stage {s.stage.name})")
+    if with_seed is None:
+        with_seed = validate(self, loader, device)["accuracy"]
+    if without is None:
+        with s.force_alpha(0.0):
+            without = validate(self, loader, device)["accuracy"]
+    contribution = with_seed - without
+    if record:
+        s.state.metrics.contribution, s.state.metrics.contribution_epoch = contribution, self.epoch
+    return contribution
+
+# %% ../../nbs/kasmina/02_model.ipynb #db8c3aa6
+@patch
+def prune(self: MorphogeneticModel, slot: str, reason: str = "") -> SeedState:
+    "Remove the live seed in `slot`; the slot is embargoed, then DORMANT again."
+    s = self.slot(slot)
+    params = s.seed.param_count if s.seed is not None else 0
+    old = s.stage
+    state = s.remove_seed(self.epoch)
+    data = {
+        "blueprint": state.blueprint_id,
+        "from": old.name,
+        "to": SeedStage.PRUNED.name,
+        "params": params,
+        "contribution": state.metrics.contribution,
+        "reason": reason,
+    }
+    self._record(TelemetryEventType.SEED_PRUNED, slot, state.seed_id, data)
+    return state
