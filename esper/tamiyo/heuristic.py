@@ -9,6 +9,8 @@ __all__ = ['DEFAULT_PREFERENCES', 'HeuristicConfig', 'HeuristicTamiyo']
 from dataclasses import dataclass
 from typing import Any
 
+from fastcore.basics import patch
+
 from ..leyline import SeedStage, LifecycleOp, BlendAlgorithm
 from ..kasmina import MorphogeneticModel, check_gate, check_blueprint_menu
 from .signals import TamiyoAction
@@ -53,7 +55,7 @@ class HeuristicConfig:
             if getattr(self, f) < 0:
                 raise ValueError(f"{f} must be >= 0 (got {getattr(self, f)})")
 
-
+# %% ../../nbs/tamiyo/01_heuristic.ipynb #462cce73
 class HeuristicTamiyo:
     "Rule-based controller over a `MorphogeneticModel`."
 
@@ -65,99 +67,110 @@ class HeuristicTamiyo:
         "Start a new episode (the heuristic keeps no state beyond the model's log)."
         self.decisions: list[TamiyoAction] = []
 
-    def pruned_recently(self, model: MorphogeneticModel, epoch: int) -> dict[str, int]:
-        "Blueprint -> epoch of its last prune, for prunes within the cooldown."
-        out = {}
-        for r in model.lifecycle_log:
-            if r["to"] == "PRUNED" and epoch - r["epoch"] < self.cfg.blueprint_cooldown:
-                out[r["blueprint"]] = r["epoch"]
-        return out
-
-    def preferences(self, model: MorphogeneticModel) -> tuple[str, ...]:
-        "The blueprints it may grow on this run, best first (see `HeuristicConfig.blueprints`)."
-        menu, chosen = model.blueprints, self.cfg.blueprints
-        if chosen is None:  # the whole menu: the default order first, then blueprints that order does not know
-            known = tuple(b for b in DEFAULT_PREFERENCES if b in menu)
-            return known + tuple(b for b in menu if b not in known)
-        if not any(b in menu for b in chosen):
-            raise ValueError(f"HeuristicConfig.blueprints {chosen} has none on this run's menu {menu}")
-        return tuple(b for b in chosen if b in menu)
-
-    def choose_blueprint(self, model: MorphogeneticModel, epoch: int, slot: str | None = None) -> str | None:
-        "First preferred blueprint not pruned lately, else the one pruned longest ago; in `slot`, one the budget pays."
-        recent, preferred = self.pruned_recently(model, epoch), self.preferences(model)
-        if slot is not None:  # a seed the parameter budget cannot pay for is never tried
-            fits = dict(zip(model.blueprints, model.affordable(slot)))
-            preferred = tuple(b for b in preferred if fits[b])
-            if not preferred:
-                return None
-        for b in preferred:
-            if b not in recent:
-                return b
-        return min(preferred, key=lambda b: recent[b])
-
     def decide(self, observation: dict[str, Any], model: MorphogeneticModel) -> TamiyoAction:
         "One action for the epoch just observed."
         a = self._decide(observation, model)
         self.decisions.append(a)
         return a
 
-    def _decide(self, obs: dict[str, Any], model: MorphogeneticModel) -> TamiyoAction:
-        c, epoch = self.cfg, int(obs["epoch"])
-        states = model.seed_states()
-        for slot, st in states.items():  # 1. prune what hurts or stalls
-            m = st.metrics
-            if (
-                st.stage in (SeedStage.BLENDING, SeedStage.HOLDING)
-                and m.contribution is not None
-                and m.contribution < c.prune_below
-            ):
-                return TamiyoAction(LifecycleOp.PRUNE, slot, reason=f"hurts: contribution {m.contribution:+.2f}")
-            if st.stage == SeedStage.TRAINING and m.epochs_in_current_stage > c.max_training_epochs:
-                return TamiyoAction(
-                    LifecycleOp.PRUNE, slot, reason=f"stalled {m.epochs_in_current_stage} epochs in TRAINING"
-                )
-            if (
-                st.stage in (SeedStage.TRAINING, SeedStage.BLENDING)
-                and m.epochs_total >= c.stall_epochs
-                and m.accuracy_gain <= c.min_gain
-            ):
-                return TamiyoAction(
-                    LifecycleOp.PRUNE, slot, reason=f"stalled: {m.accuracy_gain:+.2f} points in {m.epochs_total} epochs"
-                )
-        for slot, st in states.items():  # 2. fossilize or reject HOLDING seeds
-            if st.stage != SeedStage.HOLDING:
-                continue
-            v = check_gate(st, SeedStage.FOSSILIZED, model.gates)
-            if v:
-                return TamiyoAction(LifecycleOp.FOSSILIZE, slot, reason=v.reason)
-            m = st.metrics
-            if (
-                m.contribution is not None
-                and m.contribution_epoch > st.history[-1][0]
-                and m.contribution <= model.gates.min_contribution
-            ):
-                return TamiyoAction(LifecycleOp.PRUNE, slot, reason=f"no contribution ({m.contribution:+.2f})")
-        for slot, st in states.items():  # 3. advance through the gates
-            nxt = {
-                SeedStage.GERMINATED: SeedStage.TRAINING,
-                SeedStage.TRAINING: SeedStage.BLENDING,
-                SeedStage.BLENDING: SeedStage.HOLDING,
-            }.get(st.stage)
-            if nxt is not None and (v := check_gate(st, nxt, model.gates)):
-                return TamiyoAction(LifecycleOp.ADVANCE, slot, reason=v.reason)
-        busy = any(st.stage in (SeedStage.GERMINATED, SeedStage.TRAINING, SeedStage.BLENDING) for st in states.values())
-        dormant = [s for s in model.slot_ids if model.slot(s).stage == SeedStage.DORMANT]
-        hist = obs["accuracy_history_5"][-(c.progress_window + 1) :]
-        rate = (hist[-1] - hist[0]) / c.progress_window
-        stuck = obs["plateau_epochs"] >= c.plateau_epochs or (epoch > c.progress_window and rate < c.min_progress)
-        bp = self.choose_blueprint(model, epoch, dormant[0]) if dormant else None  # what the budget still pays for
-        if not busy and bp is not None and epoch >= c.min_epoch_to_germinate and stuck:
-            return TamiyoAction(  # 4. germinate on plateau
-                LifecycleOp.GERMINATE,
-                dormant[0],
-                bp,
-                c.blend,
-                reason=f"plateau {obs['plateau_epochs']} epochs, progress {rate:+.2f} points/epoch",
+# %% ../../nbs/tamiyo/01_heuristic.ipynb #3f0c83e1
+@patch
+def pruned_recently(self: HeuristicTamiyo, model: MorphogeneticModel, epoch: int) -> dict[str, int]:
+    "Blueprint -> epoch of its last prune, for prunes within the cooldown."
+    out = {}
+    for r in model.lifecycle_log:
+        if r["to"] == "PRUNED" and epoch - r["epoch"] < self.cfg.blueprint_cooldown:
+            out[r["blueprint"]] = r["epoch"]
+    return out
+
+
+@patch
+def preferences(self: HeuristicTamiyo, model: MorphogeneticModel) -> tuple[str, ...]:
+    "The blueprints it may grow on this run, best first (see `HeuristicConfig.blueprints`)."
+    menu, chosen = model.blueprints, self.cfg.blueprints
+    if chosen is None:  # the whole menu: the default order first, then blueprints that order does not know
+        known = tuple(b for b in DEFAULT_PREFERENCES if b in menu)
+        return known + tuple(b for b in menu if b not in known)
+    if not any(b in menu for b in chosen):
+        raise ValueError(f"HeuristicConfig.blueprints {chosen} has none on this run's menu {menu}")
+    return tuple(b for b in chosen if b in menu)
+
+
+@patch
+def choose_blueprint(
+    self: HeuristicTamiyo, model: MorphogeneticModel, epoch: int, slot: str | None = None
+) -> str | None:
+    "First preferred blueprint not pruned lately, else the one pruned longest ago; in `slot`, one the budget pays."
+    recent, preferred = self.pruned_recently(model, epoch), self.preferences(model)
+    if slot is not None:  # a seed the parameter budget cannot pay for is never tried
+        fits = dict(zip(model.blueprints, model.affordable(slot)))
+        preferred = tuple(b for b in preferred if fits[b])
+        if not preferred:
+            return None
+    for b in preferred:
+        if b not in recent:
+            return b
+    return min(preferred, key=lambda b: recent[b])
+
+# %% ../../nbs/tamiyo/01_heuristic.ipynb #c8a450b3
+@patch
+def _decide(self: HeuristicTamiyo, obs: dict[str, Any], model: MorphogeneticModel) -> TamiyoAction:
+    "The action of the first rule that fires, in their order of priority."
+    c, epoch = self.cfg, int(obs["epoch"])
+    states = model.seed_states()
+    for slot, st in states.items():  # 1. prune what hurts or stalls
+        m = st.metrics
+        if (
+            st.stage in (SeedStage.BLENDING, SeedStage.HOLDING)
+            and m.contribution is not None
+            and m.contribution < c.prune_below
+        ):
+            return TamiyoAction(LifecycleOp.PRUNE, slot, reason=f"hurts: contribution {m.contribution:+.2f}")
+        if st.stage == SeedStage.TRAINING and m.epochs_in_current_stage > c.max_training_epochs:
+            return TamiyoAction(
+                LifecycleOp.PRUNE, slot, reason=f"stalled {m.epochs_in_current_stage} epochs in TRAINING"
             )
-        return TamiyoAction.wait("nothing to do")
+        if (
+            st.stage in (SeedStage.TRAINING, SeedStage.BLENDING)
+            and m.epochs_total >= c.stall_epochs
+            and m.accuracy_gain <= c.min_gain
+        ):
+            return TamiyoAction(
+                LifecycleOp.PRUNE, slot, reason=f"stalled: {m.accuracy_gain:+.2f} points in {m.epochs_total} epochs"
+            )
+    for slot, st in states.items():  # 2. fossilize or reject HOLDING seeds
+        if st.stage != SeedStage.HOLDING:
+            continue
+        v = check_gate(st, SeedStage.FOSSILIZED, model.gates)
+        if v:
+            return TamiyoAction(LifecycleOp.FOSSILIZE, slot, reason=v.reason)
+        m = st.metrics
+        if (
+            m.contribution is not None
+            and m.contribution_epoch > st.history[-1][0]
+            and m.contribution <= model.gates.min_contribution
+        ):
+            return TamiyoAction(LifecycleOp.PRUNE, slot, reason=f"no contribution ({m.contribution:+.2f})")
+    for slot, st in states.items():  # 3. advance through the gates
+        nxt = {
+            SeedStage.GERMINATED: SeedStage.TRAINING,
+            SeedStage.TRAINING: SeedStage.BLENDING,
+            SeedStage.BLENDING: SeedStage.HOLDING,
+        }.get(st.stage)
+        if nxt is not None and (v := check_gate(st, nxt, model.gates)):
+            return TamiyoAction(LifecycleOp.ADVANCE, slot, reason=v.reason)
+    busy = any(st.stage in (SeedStage.GERMINATED, SeedStage.TRAINING, SeedStage.BLENDING) for st in states.values())
+    dormant = [s for s in model.slot_ids if model.slot(s).stage == SeedStage.DORMANT]
+    hist = obs["accuracy_history_5"][-(c.progress_window + 1) :]
+    rate = (hist[-1] - hist[0]) / c.progress_window
+    stuck = obs["plateau_epochs"] >= c.plateau_epochs or (epoch > c.progress_window and rate < c.min_progress)
+    bp = self.choose_blueprint(model, epoch, dormant[0]) if dormant else None  # what the budget still pays for
+    if not busy and bp is not None and epoch >= c.min_epoch_to_germinate and stuck:
+        return TamiyoAction(  # 4. germinate on plateau
+            LifecycleOp.GERMINATE,
+            dormant[0],
+            bp,
+            c.blend,
+            reason=f"plateau {obs['plateau_epochs']} epochs, progress {rate:+.2f} points/epoch",
+        )
+    return TamiyoAction.wait("nothing to do")
