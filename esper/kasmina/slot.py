@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+from fastcore.basics import patch
 from torch import nn
 
 from esper.leyline import (
@@ -65,7 +66,7 @@ class SeedMetrics:
         "Accuracy gained by the model since germination, in points."
         return self.current_accuracy - self.accuracy_at_germination
 
-
+# %% ../../nbs/kasmina/01_slot.ipynb #c8f4f95e
 @dataclass
 class SeedState:
     "Stage, metrics and telemetry of one seed."
@@ -105,32 +106,34 @@ class SeedState:
         m.previous_accuracy, m.current_accuracy = m.current_accuracy, float(val_accuracy)
         m.best_accuracy = max(m.best_accuracy, m.current_accuracy)
 
-    def sync_telemetry(
-        self,
-        gradient_norm: float,  # L2 norm of the seed's gradients (epoch mean)
-        gradient_health: float,  # fraction of parameter tensors with healthy gradients, in [0, 1]
-        has_vanishing: bool,  # some gradient below the vanishing threshold
-        has_exploding: bool,  # some gradient above the exploding threshold
-        epoch: int,  # current host epoch (>= 1)
-        max_epochs: int,  # episode length
-    ) -> SeedTelemetry:
-        "Fill `self.telemetry` from the measured gradients and the seed's state; returns it."
-        if not 0.0 <= gradient_health <= 1.0:
-            raise ValueError(f"gradient_health must be in [0, 1] (got {gradient_health})")
-        if not math.isfinite(gradient_norm) or gradient_norm < 0:
-            raise ValueError(f"gradient_norm must be finite and >= 0 (got {gradient_norm})")
-        if max_epochs < 1:
-            raise ValueError(f"max_epochs must be >= 1 (got {max_epochs})")
-        if not 1 <= epoch <= max_epochs:
-            raise ValueError(f"epoch must be in [1, max_epochs={max_epochs}] (got {epoch})")
-        m, t = self.metrics, self.telemetry
-        t.seed_id, t.blueprint_id, t.stage = self.seed_id, self.blueprint_id, int(self.stage)
-        t.epochs_in_stage, t.alpha, t.accuracy = m.epochs_in_current_stage, float(self.alpha), m.current_accuracy
-        t.gradient_norm, t.gradient_health = float(gradient_norm), float(gradient_health)
-        t.has_vanishing, t.has_exploding = bool(has_vanishing), bool(has_exploding)
-        t.accuracy_delta = m.current_accuracy - m.previous_accuracy if m.epochs_total > 1 else 0.0
-        t.epoch, t.max_epochs = epoch, max_epochs
-        return t
+# %% ../../nbs/kasmina/01_slot.ipynb #12f2372a
+@patch
+def sync_telemetry(
+    self: SeedState,
+    gradient_norm: float,  # L2 norm of the seed's gradients (epoch mean)
+    gradient_health: float,  # fraction of parameter tensors with healthy gradients, in [0, 1]
+    has_vanishing: bool,  # some gradient below the vanishing threshold
+    has_exploding: bool,  # some gradient above the exploding threshold
+    epoch: int,  # current host epoch (>= 1)
+    max_epochs: int,  # episode length
+) -> SeedTelemetry:
+    "Fill `self.telemetry` from the measured gradients and the seed's state; returns it."
+    if not 0.0 <= gradient_health <= 1.0:
+        raise ValueError(f"gradient_health must be in [0, 1] (got {gradient_health})")
+    if not math.isfinite(gradient_norm) or gradient_norm < 0:
+        raise ValueError(f"gradient_norm must be finite and >= 0 (got {gradient_norm})")
+    if max_epochs < 1:
+        raise ValueError(f"max_epochs must be >= 1 (got {max_epochs})")
+    if not 1 <= epoch <= max_epochs:
+        raise ValueError(f"epoch must be in [1, max_epochs={max_epochs}] (got {epoch})")
+    m, t = self.metrics, self.telemetry
+    t.seed_id, t.blueprint_id, t.stage = self.seed_id, self.blueprint_id, int(self.stage)
+    t.epochs_in_stage, t.alpha, t.accuracy = m.epochs_in_current_stage, float(self.alpha), m.current_accuracy
+    t.gradient_norm, t.gradient_health = float(gradient_norm), float(gradient_health)
+    t.has_vanishing, t.has_exploding = bool(has_vanishing), bool(has_exploding)
+    t.accuracy_delta = m.current_accuracy - m.previous_accuracy if m.epochs_total > 1 else 0.0
+    t.epoch, t.max_epochs = epoch, max_epochs
+    return t
 
 # %% ../../nbs/kasmina/01_slot.ipynb #74c124ef
 @dataclass(frozen=True, slots=True)
@@ -161,7 +164,7 @@ class GateConfig:
         if not 0 <= self.min_gradient_health <= 1:
             raise ValueError(f"min_gradient_health must be in [0, 1] (got {self.min_gradient_health})")
 
-
+# %% ../../nbs/kasmina/01_slot.ipynb #0acad35a
 def check_gate(
     state: SeedState,  # the seed
     target: SeedStage,  # stage it would move to
@@ -256,67 +259,79 @@ class SeedSlot(nn.Module):
             x = h
         return h + self.seed(x)
 
-    def update_alpha_for_step(
-        self,
-        step: float,  # steps (epochs) spent in BLENDING
-    ) -> float:
-        "Set alpha from the slot's blend curve; only meaningful in BLENDING."
-        if self.stage != SeedStage.BLENDING:
-            raise ValueError(f"alpha ramps only in BLENDING (slot {self.slot_id} is {self.stage.name})")
-        self.state.alpha = blend_curve(step, self.blend_epochs, self.blend_algorithm)
-        return self.state.alpha
-
-    @contextlib.contextmanager
-    def force_alpha(self, alpha: float):
-        "Within the block, the seed's output enters with weight `alpha` (0 = removed); for evaluation only."
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1] (got {alpha})")
-        old, self._forced_alpha = self._forced_alpha, float(alpha)
-        try:
-            yield self
-        finally:
-            self._forced_alpha = old
-
-    def plant(self, seed: SeedModule, state: SeedState, blend_algorithm: BlendAlgorithm | str | None = None) -> None:
-        "Put a freshly built seed in an empty slot (state must be GERMINATED)."
-        if self.stage != SeedStage.DORMANT:
-            raise ValueError(f"slot {self.slot_id} is {self.stage.name}, not DORMANT")
-        if state.stage != SeedStage.GERMINATED:
-            raise ValueError("a planted seed must be GERMINATED")
-        if seed.channels != self.channels or seed.dims != self.dims:
-            raise ValueError(
-                (
-                    f"seed built for C={seed.channels}, dims={seed.dims}; slot {self.slot_id} has "
-                    f"C={self.channels}, dims={self.dims}"
-                )
-            )
-        self.seed, self.state = seed, state
-        if blend_algorithm is not None:
-            self.blend_algorithm = BlendAlgorithm(blend_algorithm)
-
-    def remove_seed(self, epoch: int | None = None) -> SeedState:
-        "Prune: drop the module, go PRUNED -> EMBARGOED; returns the state (kept until the reset)."
-        st = self.state
-        if st is None or st.stage not in LIVE_STAGES:
-            raise ValueError(f"slot {self.slot_id} has no live seed to prune (stage {self.stage.name})")
-        st.transition(SeedStage.PRUNED, epoch)
-        st.alpha = 0.0
-        self.seed = None
-        st.transition(SeedStage.EMBARGOED, epoch)
-        self.embargo_left = self.embargo_epochs
-        return st
-
-    def tick_embargo(self, epoch: int | None = None) -> bool:
-        "Count one embargo epoch; when it runs out go RESETTING -> DORMANT. True if the slot was reset."
-        if self.stage != SeedStage.EMBARGOED:
-            return False
-        self.embargo_left = max(0, self.embargo_left - 1)
-        if self.embargo_left > 0:
-            return False
-        self.state.transition(SeedStage.RESETTING, epoch)
-        self.state.transition(SeedStage.DORMANT, epoch)
-        self.state = None
-        return True
-
     def extra_repr(self) -> str:
         return f"{self.slot_id!r}, C={self.channels}, stage={self.stage.name}"
+
+# %% ../../nbs/kasmina/01_slot.ipynb #33b14abe
+@patch
+def plant(
+    self: SeedSlot, seed: SeedModule, state: SeedState, blend_algorithm: BlendAlgorithm | str | None = None
+) -> None:
+    "Put a freshly built seed in an empty slot (state must be GERMINATED)."
+    if self.stage != SeedStage.DORMANT:
+        raise ValueError(f"slot {self.slot_id} is {self.stage.name}, not DORMANT")
+    if state.stage != SeedStage.GERMINATED:
+        raise ValueError("a planted seed must be GERMINATED")
+    if seed.channels != self.channels or seed.dims != self.dims:
+        raise ValueError(
+            (
+                f"seed built for C={seed.channels}, dims={seed.dims}; slot {self.slot_id} has "
+                f"C={self.channels}, dims={self.dims}"
+            )
+        )
+    self.seed, self.state = seed, state
+    if blend_algorithm is not None:
+        self.blend_algorithm = BlendAlgorithm(blend_algorithm)
+
+# %% ../../nbs/kasmina/01_slot.ipynb #8db99185
+@patch
+def update_alpha_for_step(
+    self: SeedSlot,
+    step: float,  # steps (epochs) spent in BLENDING
+) -> float:
+    "Set alpha from the slot's blend curve; only meaningful in BLENDING."
+    if self.stage != SeedStage.BLENDING:
+        raise ValueError(f"alpha ramps only in BLENDING (slot {self.slot_id} is {self.stage.name})")
+    self.state.alpha = blend_curve(step, self.blend_epochs, self.blend_algorithm)
+    return self.state.alpha
+
+
+@patch
+@contextlib.contextmanager
+def force_alpha(self: SeedSlot, alpha: float):
+    "Within the block, the seed's output enters with weight `alpha` (0 = removed); for evaluation only."
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1] (got {alpha})")
+    old, self._forced_alpha = self._forced_alpha, float(alpha)
+    try:
+        yield self
+    finally:
+        self._forced_alpha = old
+
+# %% ../../nbs/kasmina/01_slot.ipynb #9bf0be88
+@patch
+def remove_seed(self: SeedSlot, epoch: int | None = None) -> SeedState:
+    "Prune: drop the module, go PRUNED -> EMBARGOED; returns the state (kept until the reset)."
+    st = self.state
+    if st is None or st.stage not in LIVE_STAGES:
+        raise ValueError(f"slot {self.slot_id} has no live seed to prune (stage {self.stage.name})")
+    st.transition(SeedStage.PRUNED, epoch)
+    st.alpha = 0.0
+    self.seed = None
+    st.transition(SeedStage.EMBARGOED, epoch)
+    self.embargo_left = self.embargo_epochs
+    return st
+
+
+@patch
+def tick_embargo(self: SeedSlot, epoch: int | None = None) -> bool:
+    "Count one embargo epoch; when it runs out go RESETTING -> DORMANT. True if the slot was reset."
+    if self.stage != SeedStage.EMBARGOED:
+        return False
+    self.embargo_left = max(0, self.embargo_left - 1)
+    if self.embargo_left > 0:
+        return False
+    self.state.transition(SeedStage.RESETTING, epoch)
+    self.state.transition(SeedStage.DORMANT, epoch)
+    self.state = None
+    return True
