@@ -50,7 +50,7 @@ class TrainingSignals:
             "accuracy_history_5": pad(self.accuracy_history),
         }
 
-
+# %% ../../nbs/tamiyo/00_signals.ipynb #ba094145
 class SignalTracker:
     "Accumulates per-epoch metrics into `TrainingSignals`."
 
