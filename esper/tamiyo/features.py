@@ -131,7 +131,7 @@ def _slot_stages(state) -> list[SeedStage | None]:
         return [SeedStage(state)]
     return [None if s is None else SeedStage(int(s)) for s in state]
 
-
+# %% ../../nbs/tamiyo/05_features.ipynb #71c0615d
 _Fits = Sequence[Sequence[bool] | None] | None  # per slot (None: no budget there), per menu blueprint
 
 
@@ -166,7 +166,7 @@ def legal_ops(
                 ok[LifecycleOp.GERMINATE] = False
     return per_slot
 
-
+# %% ../../nbs/tamiyo/05_features.ipynb #a815445d
 def compute_action_mask(
     state,  # slot stage(s): SeedStage/int, a list of them, or an observation dict
     factored: bool = False,  # per-head masks (dict keyed by HEAD_NAMES) instead of a flat mask
