@@ -91,7 +91,7 @@ class BlueprintSpec:
         with torch.random.fork_rng(devices=[]):  # counting must not change what a seeded run draws next
             return self.build(channels, size).param_count
 
-
+# %% ../../nbs/kasmina/00_blueprints.ipynb #d67e3135
 BLUEPRINT_FAMILIES: dict[str, int] = {"conv1d": 1, "conv2d": 2}
 BLUEPRINT_REGISTRY: dict[str, dict[str, BlueprintSpec]] = {fam: {} for fam in BLUEPRINT_FAMILIES}
 
@@ -117,7 +117,7 @@ def register_blueprint(
         BLUEPRINT_REGISTRY[f][name] = BlueprintSpec(name, f, cls, BLUEPRINT_FAMILIES[f], doc, cls.needs_size)
     return cls
 
-
+# %% ../../nbs/kasmina/00_blueprints.ipynb #7c2064cb
 def family_for_dims(dims: int) -> str:
     "The conv family name for a host of spatial rank `dims`."
     for fam, d in BLUEPRINT_FAMILIES.items():
@@ -167,7 +167,7 @@ class NormSeed(SeedModule):
     def forward(self, h):
         return self.gamma * self.norm(h) + self.beta
 
-
+# %% ../../nbs/kasmina/00_blueprints.ipynb #5ad88da9
 @register_blueprint
 class ConvSmallSeed(SeedModule):
     "conv(k=3) → BN → ReLU → zero-initialised 1×1 conv."
@@ -208,7 +208,7 @@ class ConvHeavySeed(SeedModule):
     def forward(self, h):
         return self.body(h)
 
-
+# %% ../../nbs/kasmina/00_blueprints.ipynb #b31329be
 @register_blueprint
 class DepthwiseSeed(SeedModule):
     "Depthwise conv (k=5 in 1-D, 3 in 2-D) → BN → ReLU → zero-initialised pointwise conv."
@@ -229,7 +229,7 @@ class DepthwiseSeed(SeedModule):
     def forward(self, h):
         return self.body(h)
 
-
+# %% ../../nbs/kasmina/00_blueprints.ipynb #08a1db0e
 @register_blueprint
 class AttentionSeed(SeedModule):
     "Squeeze-excitation correction `h * tanh(fc2(relu(fc1(pool(h)))))`; fc2 starts at zero."
