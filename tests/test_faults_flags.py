@@ -85,6 +85,32 @@ def test_a_flag_out_of_range_or_of_no_effect_is_one_line_before_any_work(job, fl
     assert out == "" and list(tmp_path.iterdir()) == [], (out, list(tmp_path.iterdir()))
 
 
+SUITE_REFUSED = [  # (flags beside `heuristic --suite tiny`, the flag the line must name, words it must say)
+    (["--task", "digits"], "--task", "drop --task"),
+    (["--host", "mnist1d_impaired"], "--host", "drop --host"),
+    (["--slots", "block1"], "--slots", "drop --slots"),
+    (["--max-epochs", "4"], "--max-epochs", "drop --max-epochs"),
+    (["--suite", "nope"], "--suite", "unknown suite 'nope'; choose one of: tiny"),
+    (["--download"], "--download", "suite tiny's problems (digits, mnist1d) all ship offline"),
+]
+
+
+@pytest.mark.parametrize("flags, flag, says", SUITE_REFUSED, ids=[" ".join(c[0]) for c in SUITE_REFUSED])
+def test_heuristic_suite_refuses_one_problems_flags_in_one_line_before_any_work(flags, flag, says, tmp_path, capsys,
+                                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    try:
+        rc = main(["heuristic", "--suite", "tiny", "--no-progress", "--out", str(tmp_path / "out"), *flags])
+    except SystemExit as e:
+        rc = e.code
+    out, err = capsys.readouterr()
+    assert rc == 2, (rc, err)
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("esper-train heuristic: error: "), err
+    assert flag in lines[0] and says in lines[0], lines[0]
+    assert out == "" and list(tmp_path.iterdir()) == [], (out, list(tmp_path.iterdir()))
+
+
 def _ppo(*argv: str):
     return build_parser().parse_args(["ppo", *argv])
 
@@ -117,6 +143,8 @@ def test_combinations_that_do_something_still_parse_up_to_the_largest_seed(capsy
     p.parse_args(["compare", "--checkpoint", "agent.pt"])  # the default controllers then include ppo
     p.parse_args(["compare", "--blueprints", "depthwise", "norm", "--fixed-rule", "norm"])
     p.parse_args(["compare", "--controllers", "static", "ppo", "--checkpoint", "agent.pt"])
+    p.parse_args(["heuristic", "--suite", "heldout", "--episodes", "5", "--seed", "3000", "--host-lr", "0.02",
+                  "--blend-epochs", "3", "--telemetry-dir", "t", "--telemetry-level", "debug", "--device", "cpu"])
 
 
 def _flags_of(job: str) -> set[str]:

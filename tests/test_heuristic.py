@@ -59,3 +59,46 @@ def test_episode_rejects_bad_config_and_step_before_reset():
     with pytest.raises(ValueError, match="max_epochs"): EpisodeConfig(max_epochs=0)
     with pytest.raises(ValueError, match="counterfactual_stages"): EpisodeConfig(counterfactual_stages=("ALIVE",))
     with pytest.raises(RuntimeError, match="reset"): Episode(get_task("mnist1d")).step(TamiyoAction.wait())
+
+
+def test_heuristic_on_a_suite_plays_every_problem_on_every_seed_within_its_menu_and_budgets(tmp_path):
+    import json
+
+    from esper.cli.heuristic import run_heuristic
+    from esper.tamiyo.problems import GrowthProblem, Suite
+
+    suite = Suite("budgets", 1, (
+        # conv_heavy (1,064 parameters in block 1) does not fit beside the host's 914: the heuristic's first choice
+        GrowthProblem("tight", blueprints=("conv_heavy", "global_mix"), param_budget=1500, max_epochs=6,
+                      max_batches=3),
+        GrowthProblem("short", "digits", blueprints=("conv_small",), compute_budget=3.5, max_epochs=6, max_batches=3),
+    ))
+    s = run_heuristic(suite=suite, episodes=2, seed=7, out=tmp_path, progress=False, device="cpu")
+    assert [(r["problem"], r["seed"]) for r in s["results"]] == [("tight", 7), ("tight", 8), ("short", 7), ("short", 8)]
+    for r in s["results"]:
+        p = suite[r["problem"]]
+        assert {e["blueprint"] for e in r["lifecycle"]} <= set(p.blueprints)
+        assert p.param_budget is None or r["host_params"] + r["params_added"] <= p.param_budget
+    assert any(r["seeds_germinated"] for r in s["results"] if r["problem"] == "tight")  # the budget check is not idle
+    assert all(r["epochs"] < 6 for r in s["results"] if r["problem"] == "short")  # the compute budget ended them
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["suite"]["name"] == "budgets" and list(saved["per_problem"]) == ["tight", "short"]
+    assert saved["accuracy"].startswith("final_accuracy: % correct on the task's test split")
+    assert "test accuracy (% correct on each problem's test split" in saved["table"]
+    assert [line.split(" |")[0] for line in saved["table"].splitlines()[4:]] == ["| tight", "| short",
+                                                                                 "| all 2 problems"]
+    with pytest.raises(ValueError, match="leave task, host at the default"):
+        run_heuristic(suite=suite, task="digits", host="digits_impaired")
+
+
+def test_heuristic_suite_command_prints_the_test_accuracy_table(tmp_path, capsys):
+    import json
+
+    from esper.cli import main
+    from esper.tamiyo.problems import TINY
+
+    assert main(["heuristic", "--suite", "tiny", "--seed", "1000", "--no-progress", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "suite tiny v1, seed 1000: test accuracy (% correct on each problem's test split" in out
+    assert all(f"| {name} | 1 | " in out for name in TINY.names) and "| all 2 problems | 2 | " in out
+    assert json.loads((tmp_path / "summary.json").read_text())["seeds"] == [1000]
