@@ -1,6 +1,7 @@
 """bench/bench_learning.py end to end on tiny settings: every controller, CIs, per-seed rows, curves and both plots."""
 import importlib.util
 import json
+import re
 import signal
 import sys
 import time
@@ -47,7 +48,9 @@ def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
         assert all(0 <= c["eval_accuracy"] <= 100 for c in s["curve"])
         assert (out / f"seed{s['train_seed']}" / "agent.pt").exists()
         grown = [e["grown"] for e in res["episodes"] if e["train_seed"] == s["train_seed"]]
-        assert all(isinstance(g, str) for g in grown), grown  # "blueprint@slot + ..." or "" (nothing held)
+        held = [part for g in grown if g for part in g.split(" + ")]  # "blueprint@slot + ..." or "" (nothing held)
+        seed_held = re.compile(r"(\w+)@block\d+( \([A-Z]+\))?")  # a live seed's stage after it
+        assert all((m := seed_held.fullmatch(part)) and m[1] in BLUEPRINTS for part in held), grown
         most = max(map(grown.count, grown))  # what the policy grew in most of its 2 evaluation episodes
         assert s["grown"] in {f"{g or 'nothing'} ({most}/2)" for g in grown if grown.count(g) == most}, grown
         assert f"| {s['grown']} |" in res["table"]

@@ -12,7 +12,6 @@ from gymnasium.utils.env_checker import check_env
 import esper.simic.gym_env  # noqa: F401  (registers esper/Growth-v0)
 from esper.leyline import HEAD_NAMES, LifecycleOp
 from esper.simic.env import action_masks, decode_action, step_reward
-from esper.simic.gym_env import GrowthEnv
 from esper.tamiyo.episode import Episode, EpisodeConfig
 from esper.tasks import get_task
 
@@ -32,7 +31,7 @@ def schedule_action(obs):
 
 def test_registered_and_made_through_gymnasium():
     env = gymnasium.make("esper/Growth-v0", episode_config=CFG)
-    assert isinstance(env.unwrapped, GrowthEnv)
+    assert env.unwrapped.cfg == CFG  # the registered entry point, built with the keywords given to make
     assert env.unwrapped.spec.id == "esper/Growth-v0"
     assert env.action_space.nvec.tolist() == [2, 5, 3, 5]
     with warnings.catch_warnings():

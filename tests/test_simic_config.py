@@ -5,22 +5,23 @@ from esper.simic.config import TrainingConfig
 
 
 def test_anomaly_thresholds_in_config():
-    """TrainingConfig should include anomaly detection thresholds."""
-    from esper.simic.config import TrainingConfig
+    """TrainingConfig carries the anomaly detector's thresholds, and a detector built from it applies them."""
+    from esper.simic.anomaly_detector import AnomalyDetector
 
     config = TrainingConfig()
-
-    # Should have configurable thresholds
-    assert hasattr(config, 'anomaly_max_ratio_threshold')
-    assert hasattr(config, 'anomaly_min_ratio_threshold')
-    assert hasattr(config, 'anomaly_min_explained_variance')
 
     # Default explained_variance should be 0.1 (existing behavior)
     assert config.anomaly_min_explained_variance == 0.1
 
     # Should be able to override (0.3 = more sensitive to value collapse)
-    sensitive_config = TrainingConfig(anomaly_min_explained_variance=0.3)
+    sensitive_config = TrainingConfig(anomaly_max_ratio_threshold=2.0, anomaly_min_ratio_threshold=0.5,
+                                      anomaly_min_explained_variance=0.3)
     assert sensitive_config.anomaly_min_explained_variance == 0.3
+
+    # ratios 3.0 and 0.4, explained variance 0.2: anomalies under the sensitive thresholds, none under the defaults
+    sensitive = AnomalyDetector(**sensitive_config.to_anomaly_kwargs())
+    assert sensitive.check_all(3.0, 0.4, 0.2).anomaly_types == ["ratio_explosion", "ratio_collapse", "value_collapse"]
+    assert not AnomalyDetector(**config.to_anomaly_kwargs()).check_all(3.0, 0.4, 0.2).has_anomaly
 
 
 class TestHyperparameterValidation:
@@ -94,12 +95,13 @@ def test_slots_and_kwargs_round_trip():
     from esper.simic.ppo import PPOAgent
     cfg = TrainingConfig(entropy_coef_start=0.2, entropy_coef_end=0.01, entropy_anneal_steps=50, weight_decay=0.01,
                          hidden_dim=32, anomaly_max_ratio_threshold=3.0)
-    assert not hasattr(cfg, "__dict__")
+    with pytest.raises(AttributeError):  # slots: a misspelt field is refused, never silently added
+        cfg.entropy_coef_strat = 0.5
     agent = PPOAgent(state_dim=5, action_dim=3, device="cpu", **cfg.to_ppo_kwargs(),
                      anomaly_detector=AnomalyDetector(**cfg.to_anomaly_kwargs()))
     assert agent.get_entropy_coef() == 0.2
     assert agent.anomaly_detector.max_ratio_threshold == 3.0
-    assert isinstance(agent.optimizer, __import__("torch").optim.AdamW)
+    assert {g["name"]: g["weight_decay"] for g in agent.optimizer.param_groups}["critic"] == 0.01
 
 
 def test_agent_constructor_validates_too():

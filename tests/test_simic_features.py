@@ -8,7 +8,7 @@ from esper.leyline import FlatAction, HEAD_NAMES, SeedStage
 def test_obs_to_features_tensor_output():
     """Feature extraction should optionally return tensor directly."""
     import torch
-    from esper.simic.features import obs_to_base_features_tensor
+    from esper.simic.features import obs_to_base_features, obs_to_base_features_tensor
 
     obs = {
         'epoch': 10,
@@ -39,8 +39,8 @@ def test_obs_to_features_tensor_output():
     device = torch.device('cpu')
     result = obs_to_base_features_tensor(obs, device=device)
 
-    # Should be a tensor, not a list
-    assert isinstance(result, torch.Tensor)
+    # The same values as the list version, as one float32 tensor on the device asked for
+    assert torch.equal(result, torch.tensor(obs_to_base_features(obs), dtype=torch.float32))
     assert result.device == device
     assert result.shape == (35,)  # Base feature dim
     assert result.dtype == torch.float32

@@ -13,7 +13,9 @@ def test_the_heads_read_the_layer_normalised_lstm_output():
     from esper.simic.networks import RecurrentActorCritic
     torch.manual_seed(0)
     net = RecurrentActorCritic(state_dim=6, action_dim=3, hidden_dim=16, lstm_hidden_dim=8)
-    assert isinstance(net.lstm_ln, nn.LayerNorm) and net.lstm_ln.normalized_shape == (8,)
+    y = net.lstm_ln(torch.randn(3, 8) * 5 + 2)  # normalises each row of the LSTM's 8 outputs
+    assert torch.allclose(y.mean(-1), torch.zeros(3), atol=1e-5)
+    assert torch.allclose(y.var(-1, unbiased=False), torch.ones(3), atol=1e-3)
     x = torch.randn(2, 5, 6)
     logits, values, _ = net(x)
     features = torch.randn(2, 5, 8)

@@ -98,7 +98,7 @@ _STAGE_ABBR = {
     "DORMANT": "D",
 }
 
-
+# %% ../../nbs/nissa/02_backends.ipynb #040f8d02
 def format_event(e: TelemetryEvent) -> str:
     "One human line for `e`."
     d, T = e.data, TelemetryEventType
@@ -150,7 +150,7 @@ def format_event(e: TelemetryEvent) -> str:
         f"{mark}{_where(e)}{t.value}" + (f" epoch {e.epoch}" if e.epoch is not None else "") + (f" {kv}" if kv else "")
     )
 
-
+# %% ../../nbs/nissa/02_backends.ipynb #c76b78dd
 class ConsoleBackend(TelemetryBackend):
     "Concise human-readable lines on a text stream (default: the current `sys.stdout`)."
 
@@ -230,7 +230,7 @@ def _scalar(v: Any) -> float | None:
         return float(v.item())
     return None
 
-
+# %% ../../nbs/nissa/02_backends.ipynb #c8d73208
 class TensorBoardBackend(TelemetryBackend):
     "Scalars through `SummaryWriter`: tags `<group>/<key>[/env<k>]`, `seeds/<STAGE>`, `lifecycle/<kind>` totals."
 

@@ -10,6 +10,8 @@ import logging
 import threading
 from typing import Any
 
+from fastcore.basics import patch
+
 from ..leyline import TelemetryEvent, TelemetryEventType
 from .config import TelemetryConfig, TelemetryLevel, event_level
 
@@ -117,76 +119,6 @@ class TelemetryHub:
         "Count one epoch end towards decaying an escalation (call once per epoch)."
         return self.config.on_epoch_end()
 
-    def emit(self, event: TelemetryEvent) -> None:
-        "Deliver `event` to every backend whose level allows it."
-        if self._closed:
-            raise RuntimeError("TelemetryHub.emit: the hub is closed")
-        if event.__class__ is not TelemetryEvent and not isinstance(event, TelemetryEvent):
-            raise TypeError(f"TelemetryHub.emit takes a TelemetryEvent (got {type(event).__name__})")
-        if self.validate:
-            check_payload(event)
-        if self.escalate_on_anomaly and event.event_type is TelemetryEventType.ANOMALY_DETECTED:
-            self.config.escalate_for()
-        if not self._backends:
-            return
-        lvl = event_level(event)
-        with self._lock:
-            if lvl > self.config.effective_level:
-                self.n_dropped += 1
-                return
-            delivered = False
-            for b in tuple(self._backends):
-                cap = b.level
-                if cap is not None and lvl > cap:
-                    continue
-                try:
-                    b.emit(event)
-                    delivered = True
-                except Exception as e:  # isolate: logged once with traceback, recorded, detached
-                    self._detach(b, e)
-            if delivered:
-                self.n_emitted += 1
-
-    def _detach(self, backend, exc: BaseException) -> None:
-        name = getattr(backend, "name", type(backend).__name__)
-        self.failed_backends[name] = repr(exc)
-        if backend in self._backends:
-            self._backends.remove(backend)
-        log.error(
-            "telemetry backend %s failed and was detached; the other backends keep running",
-            name,
-            exc_info=(type(exc), exc, exc.__traceback__),
-        )
-        try:
-            backend.close()
-        except Exception as e2:
-            log.debug("closing failed backend %s also failed: %r", name, e2)
-
-    def flush(self) -> None:
-        "Flush every backend (a backend that fails to flush is detached)."
-        with self._lock:
-            for b in tuple(self._backends):
-                try:
-                    if callable(getattr(b, "flush", None)):
-                        b.flush()
-                except Exception as e:
-                    self._detach(b, e)
-
-    def close(self) -> None:
-        "Flush and close every backend; idempotent."
-        if self._closed:
-            return
-        self._closed = True
-        with self._lock:
-            backends, self._backends = self._backends, []
-        for b in backends:
-            try:
-                b.close()
-            except Exception as e:
-                name = getattr(b, "name", type(b).__name__)
-                self.failed_backends[name] = repr(e)
-                log.error("telemetry backend %s failed to close", name, exc_info=(type(e), e, e.__traceback__))
-
     @property
     def closed(self) -> bool:
         return self._closed
@@ -200,3 +132,81 @@ class TelemetryHub:
     def __repr__(self):
         names = [getattr(b, "name", type(b).__name__) for b in self._backends]
         return f"TelemetryHub(level={self.config.effective_level.name}, backends={names})"
+
+# %% ../../nbs/nissa/01_hub.ipynb #6556f2a1
+@patch
+def emit(self: TelemetryHub, event: TelemetryEvent) -> None:
+    "Deliver `event` to every backend whose level allows it."
+    if self._closed:
+        raise RuntimeError("TelemetryHub.emit: the hub is closed")
+    if event.__class__ is not TelemetryEvent and not isinstance(event, TelemetryEvent):
+        raise TypeError(f"TelemetryHub.emit takes a TelemetryEvent (got {type(event).__name__})")
+    if self.validate:
+        check_payload(event)
+    if self.escalate_on_anomaly and event.event_type is TelemetryEventType.ANOMALY_DETECTED:
+        self.config.escalate_for()
+    if not self._backends:
+        return
+    lvl = event_level(event)
+    with self._lock:
+        if lvl > self.config.effective_level:
+            self.n_dropped += 1
+            return
+        delivered = False
+        for b in tuple(self._backends):
+            cap = b.level
+            if cap is not None and lvl > cap:
+                continue
+            try:
+                b.emit(event)
+                delivered = True
+            except Exception as e:  # isolate: logged once with traceback, recorded, detached
+                self._detach(b, e)
+        if delivered:
+            self.n_emitted += 1
+
+
+@patch
+def _detach(self: TelemetryHub, backend, exc: BaseException) -> None:
+    name = getattr(backend, "name", type(backend).__name__)
+    self.failed_backends[name] = repr(exc)
+    if backend in self._backends:
+        self._backends.remove(backend)
+    log.error(
+        "telemetry backend %s failed and was detached; the other backends keep running",
+        name,
+        exc_info=(type(exc), exc, exc.__traceback__),
+    )
+    try:
+        backend.close()
+    except Exception as e2:
+        log.debug("closing failed backend %s also failed: %r", name, e2)
+
+# %% ../../nbs/nissa/01_hub.ipynb #72e74ea4
+@patch
+def flush(self: TelemetryHub) -> None:
+    "Flush every backend (a backend that fails to flush is detached)."
+    with self._lock:
+        for b in tuple(self._backends):
+            try:
+                if callable(getattr(b, "flush", None)):
+                    b.flush()
+            except Exception as e:
+                self._detach(b, e)
+
+
+@patch
+def close(self: TelemetryHub) -> None:
+    "Flush and close every backend; idempotent."
+    if self._closed:
+        return
+    self._closed = True
+    with self._lock:
+        backends, self._backends = self._backends, []
+    for b in backends:
+        try:
+            b.close()
+        except Exception as e:
+            name = getattr(b, "name", type(b).__name__)
+            self.failed_backends[name] = repr(e)
+            log.error("telemetry backend %s failed to close", name, exc_info=(type(e), e, e.__traceback__))

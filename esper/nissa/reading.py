@@ -147,7 +147,7 @@ def epoch_metrics(
                 out[k][xv].append(float(v))
     return out
 
-
+# %% ../../nbs/nissa/03_reading.ipynb #4ac55e56
 def _series(events, etype, x):
     out: dict = defaultdict(lambda: ([], []))
     for ev in events:
@@ -226,17 +226,6 @@ def plot_training_curves(
     return fig
 
 # %% ../../nbs/nissa/03_reading.ipynb #f5c0c529
-#: Colour of each stage in timelines.
-STAGE_COLORS = {
-    "GERMINATED": "#c7e9c0",
-    "TRAINING": "#6baed6",
-    "BLENDING": "#fd8d3c",
-    "HOLDING": "#9e9ac8",
-    "FOSSILIZED": "#31a354",
-    "PRUNED": "#de2d26",
-    "EMBARGOED": "#bdbdbd",
-    "RESETTING": "#e5e5e5",
-}
 _MARKERS = {
     TelemetryEventType.SEED_GERMINATED: ("germinated", "^", "#238b45"),
     TelemetryEventType.SEED_FOSSILIZED: ("fossilized", "D", "#08306b"),
@@ -295,6 +284,19 @@ def lifecycle_spans(
     for row, _, _ in markers:
         spans.setdefault(row, [])
     return spans, markers
+
+# %% ../../nbs/nissa/03_reading.ipynb #000c348f
+#: Colour of each stage in timelines.
+STAGE_COLORS = {
+    "GERMINATED": "#c7e9c0",
+    "TRAINING": "#6baed6",
+    "BLENDING": "#fd8d3c",
+    "HOLDING": "#9e9ac8",
+    "FOSSILIZED": "#31a354",
+    "PRUNED": "#de2d26",
+    "EMBARGOED": "#bdbdbd",
+    "RESETTING": "#e5e5e5",
+}
 
 
 def _row_key(r):

@@ -52,7 +52,7 @@ class TransformedSubset(Dataset):
         img, label = self.base[self.indices[i]]
         return self.transform(img), label
 
-
+# %% ../../nbs/tasks/04_cifar10.ipynb #adfa590d
 def load_cifar10_datasets(cfg: TaskConfig):
     "Train and test `torchvision.datasets.CIFAR10`, untransformed (PIL images), with one-line errors naming the fix."
     from torchvision import datasets
@@ -81,7 +81,7 @@ def load_cifar10_datasets(cfg: TaskConfig):
         ) from e
     return train, test
 
-
+# %% ../../nbs/tasks/04_cifar10.ipynb #78f027d3
 def load_cifar10(
     cfg: TaskConfig,  # data seed, folder, download, validation share
     settings: dict[str, Any],  # the family's settings, complete and checked

@@ -108,7 +108,7 @@ def register_host(
     HOST_PRESETS[preset.name] = preset
     return preset
 
-
+# %% ../../nbs/tasks/00_hosts.ipynb #63591076
 for _p in (
     HostPreset(
         "mnist1d_impaired",
@@ -144,7 +144,7 @@ def hosts_for(
     "Names of the registered host presets that take inputs of rank `dims`."
     return tuple(n for n, p in HOST_PRESETS.items() if p.dims == dims)
 
-
+# %% ../../nbs/tasks/00_hosts.ipynb #655e90ab
 def build_host(
     preset: str,  # a key of `HOST_PRESETS`
     in_channels: int,  # channels of the task's input

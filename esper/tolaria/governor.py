@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from fastcore.basics import patch
+
 import torch
 from torch import nn
 
@@ -134,11 +136,7 @@ class GovernorVerdict:
 class GovernorError(RuntimeError):
     "The governor cannot roll back (no snapshot yet)."
 
-
-def _clone(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in sd.items()}
-
-
+# %% ../../nbs/tolaria/02_governor.ipynb #9a7dff5d
 def blowup_bound(
     n_classes: int,  # classes of the task
     factor: float = 10.0,  # multiple of the loss of a uniform prediction
@@ -150,7 +148,7 @@ def blowup_bound(
         raise ValueError(f"factor must be > 1 (got {factor})")
     return factor * math.log(n_classes)
 
-
+# %% ../../nbs/tolaria/02_governor.ipynb #10d4b754
 class TolariaGovernor:
     "Watches the loss, keeps a last-known-good snapshot, rolls back on NaN/Inf, an absolute or a statistical blow-up."
 
@@ -201,60 +199,70 @@ class TolariaGovernor:
             return GovernorVerdict(False, reason, loss, self.max_loss)
         return GovernorVerdict(True, f"warming up ({n}/{self.min_history} losses)", loss, self.max_loss)
 
-    def end_epoch(self, loss: float, epoch: int | None = None) -> GovernorVerdict:
-        "Check the epoch's loss; if healthy remember it and snapshot, else report a panic (call `rollback`)."
-        v = self.check(loss)
-        if v.healthy:
-            self.history.append(v.loss)
-            self.consecutive_panics = 0
-            self.snapshot(epoch)
-        else:
-            self.consecutive_panics += 1
-            self._emit(
-                TelemetryEventType.GOVERNOR_PANIC,
-                {"reason": v.reason, "loss": v.loss, "threshold": v.threshold},
-                epoch,
-                "error",
-            )
-        return v
-
-    def snapshot(self, epoch: int | None = None) -> None:
-        "Remember host and HOLDING/FOSSILIZED seeds as last-known-good."
-        seeds = {
-            slot: (st.seed_id, _clone(self.model.slot(slot).seed.state_dict()))
-            for slot, st in self.model.seed_states().items()
-            if st.stage in (SeedStage.HOLDING, SeedStage.FOSSILIZED)
-        }
-        self.snapshot_state = {"epoch": epoch, "host": _clone(self.model.host.state_dict()), "seeds": seeds}
-
-    def rollback(self, reason: str = "", epoch: int | None = None) -> dict[str, Any]:
-        "Restore the last-known-good snapshot exactly; prune seeds it does not contain; report the event."
-        if self.snapshot_state is None:
-            raise GovernorError("no last-known-good snapshot to roll back to")
-        snap = self.snapshot_state
-        self.model.host.load_state_dict(snap["host"])
-        restored, pruned = [], []
-        for slot, st in list(self.model.seed_states().items()):
-            saved = snap["seeds"].get(slot)
-            if saved is not None and saved[0] == st.seed_id and self.model.slot(slot).seed is not None:
-                self.model.slot(slot).seed.load_state_dict(saved[1])
-                restored.append(st.seed_id)
-            elif st.stage in LIVE_STAGES:
-                self.model.prune(slot, reason="governor rollback")
-                pruned.append(st.seed_id)
-        if self.runner is not None:
-            self.runner.reset_momentum()
-        self.rollbacks += 1
-        report = {
-            "reason": reason,
-            "snapshot_epoch": snap["epoch"],
-            "restored_seeds": restored,
-            "pruned_seeds": pruned,
-            "rollbacks": self.rollbacks,
-        }
-        self._emit(TelemetryEventType.GOVERNOR_ROLLBACK, report, epoch, "warning")
-        return report
-
     def _emit(self, kind, data, epoch, severity):
         if self.hub is not None:
             self.hub.emit(TelemetryEvent(kind, data, epoch=epoch, env_id=self.env_id, step=epoch, severity=severity))
+
+# %% ../../nbs/tolaria/02_governor.ipynb #fd6e09ef
+def _clone(sd: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in sd.items()}
+
+
+@patch
+def end_epoch(self: TolariaGovernor, loss: float, epoch: int | None = None) -> GovernorVerdict:
+    "Check the epoch's loss; if healthy remember it and snapshot, else report a panic (call `rollback`)."
+    v = self.check(loss)
+    if v.healthy:
+        self.history.append(v.loss)
+        self.consecutive_panics = 0
+        self.snapshot(epoch)
+    else:
+        self.consecutive_panics += 1
+        self._emit(
+            TelemetryEventType.GOVERNOR_PANIC,
+            {"reason": v.reason, "loss": v.loss, "threshold": v.threshold},
+            epoch,
+            "error",
+        )
+    return v
+
+
+@patch
+def snapshot(self: TolariaGovernor, epoch: int | None = None) -> None:
+    "Remember host and HOLDING/FOSSILIZED seeds as last-known-good."
+    seeds = {
+        slot: (st.seed_id, _clone(self.model.slot(slot).seed.state_dict()))
+        for slot, st in self.model.seed_states().items()
+        if st.stage in (SeedStage.HOLDING, SeedStage.FOSSILIZED)
+    }
+    self.snapshot_state = {"epoch": epoch, "host": _clone(self.model.host.state_dict()), "seeds": seeds}
+
+# %% ../../nbs/tolaria/02_governor.ipynb #e9a89607
+@patch
+def rollback(self: TolariaGovernor, reason: str = "", epoch: int | None = None) -> dict[str, Any]:
+    "Restore the last-known-good snapshot exactly; prune seeds it does not contain; report the event."
+    if self.snapshot_state is None:
+        raise GovernorError("no last-known-good snapshot to roll back to")
+    snap = self.snapshot_state
+    self.model.host.load_state_dict(snap["host"])
+    restored, pruned = [], []
+    for slot, st in list(self.model.seed_states().items()):
+        saved = snap["seeds"].get(slot)
+        if saved is not None and saved[0] == st.seed_id and self.model.slot(slot).seed is not None:
+            self.model.slot(slot).seed.load_state_dict(saved[1])
+            restored.append(st.seed_id)
+        elif st.stage in LIVE_STAGES:
+            self.model.prune(slot, reason="governor rollback")
+            pruned.append(st.seed_id)
+    if self.runner is not None:
+        self.runner.reset_momentum()
+    self.rollbacks += 1
+    report = {
+        "reason": reason,
+        "snapshot_epoch": snap["epoch"],
+        "restored_seeds": restored,
+        "pruned_seeds": pruned,
+        "rollbacks": self.rollbacks,
+    }
+    self._emit(TelemetryEventType.GOVERNOR_ROLLBACK, report, epoch, "warning")
+    return report
