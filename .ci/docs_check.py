@@ -1,6 +1,6 @@
 """Check the offline docs preview in headless Chromium: navigation, links, markup, images, no network.
 
-    python .ci/docs_check.py _preview [--chapter simic/20_rewards.html] [--chromium PATH]
+    python .ci/docs_check.py _preview [--chapter simic/envs/20_rewards.html] [--chromium PATH]
 
 Every `*.html` page under the folder is loaded from file:// in one headless Chromium, driven over the Chrome
 DevTools Protocol on a pipe (`--remote-debugging-pipe`: no port, no extra package). For each page it checks
@@ -174,7 +174,7 @@ def ids_of(path: Path, cache: dict) -> set[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("site", nargs="?", default="_preview")
-    ap.add_argument("--chapter", default="simic/20_rewards.html", help="page for _screenshots/chapter.png")
+    ap.add_argument("--chapter", default="simic/envs/20_rewards.html", help="page for _screenshots/chapter.png")
     ap.add_argument("--chromium", default=os.environ.get("CHROMIUM") or shutil.which("chromium")
                     or shutil.which("chromium-browser") or shutil.which("google-chrome"))
     a = ap.parse_args()

@@ -20,8 +20,7 @@ the same notebooks the way a reader sees them there, and nothing in the result l
   stylesheet, `_static/preview.css`, with the Pygments colours. Images are embedded as data URIs.
 * `index.html` is `nbs/index.ipynb` followed by the list of chapters in reading (sidebar) order, each once, with
   its one-line summary. Re-export modules (a notebook whose exported code only imports names defined in another
-  chapter, e.g. `esper.simic.gradient_collector`) are not listed as chapters: they are named under the chapter
-  that defines their objects. Titles left are deduplicated (first in reading order wins, with a warning).
+  chapter) are not listed as chapters: they are named under the chapter that defines their objects. Titles left are deduplicated (first in reading order wins, with a warning).
 """
 from __future__ import annotations
 

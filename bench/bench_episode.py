@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from esper.cli import earlier_results
-from esper.simic.vectorized import train_ppo_vectorized
+from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tasks import get_task
 from esper.leyline.files import write_json_atomic
@@ -40,8 +40,8 @@ PARTS = {
     "validation": ("esper/tolaria/governor.py", "validate"),
     "counterfactual": ("esper/kasmina/model.py", "counterfactual"),
     "telemetry": ("esper/nissa/hub.py", "emit"),
-    "policy (features, forward)": ("esper/simic/env.py", "act"),
-    "PPO update": ("esper/simic/seed_management.py", "run_ppo_update"),
+    "policy (features, forward)": ("esper/simic/envs/env.py", "act"),
+    "PPO update": ("esper/simic/trainers/update_metrics.py", "run_ppo_update"),
     "episode setup": ("esper/tamiyo/episode.py", "start"),
 }
 

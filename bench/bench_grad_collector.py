@@ -12,7 +12,7 @@ import time
 import torch
 from torch import nn
 
-from esper.simic.gradient_collector import SeedGradientCollector
+from esper.tolaria.gradients import SeedGradientCollector
 
 
 def loop_collect(params, vanishing=1e-7, exploding=100.0):

@@ -37,16 +37,16 @@ import torch
 
 from esper.cli import OneLineParser, earlier_results, nonneg_int, positive_float, positive_int, seed_int, seed_span_error
 from esper.leyline.files import figure_bytes, json_text, write_files_atomic, write_json_atomic
-from esper.simic.checkpoint import read_checkpoint
+from esper.simic.agent.checkpoint import read_checkpoint
 from esper.cli.compare import make_controller
 from esper.leyline.stats import mean_ci95
-from esper.simic.env import PPOController, load_ppo_controller
-from esper.simic.config import TrainingConfig
-from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem
-from esper.simic.rewards import RewardConfig
-from esper.simic.run_settings import RunSettings
-from esper.simic.seed_management import episode_seed
-from esper.simic.vectorized import train_ppo_vectorized
+from esper.simic.envs.env import PPOController, load_ppo_controller
+from esper.simic.agent.config import TrainingConfig
+from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem
+from esper.simic.envs.rewards import RewardConfig
+from esper.simic.trainers.run_settings import RunSettings
+from esper.simic.trainers.schedules import episode_seed
+from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tasks import get_task

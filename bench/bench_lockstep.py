@@ -15,7 +15,7 @@ import time
 import numpy as np
 import torch
 
-import esper.simic.vectorized as V
+import esper.simic.trainers.vectorized as V
 from esper.tamiyo.episode import Episode, EpisodeConfig
 
 SPENT = collections.defaultdict(float)   # seconds per Episode object

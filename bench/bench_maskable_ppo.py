@@ -28,7 +28,7 @@ import torch
 from esper.cli import seed_int
 from esper.leyline.files import write_json_atomic
 from esper.leyline.stats import mean_ci95
-from esper.simic.gym_env import GrowthEnv
+from esper.simic.envs.gym_env import GrowthEnv
 from esper.tamiyo.episode import EpisodeConfig
 
 PRESETS = {"short": dict(max_epochs=15, max_batches=30), "full": dict(max_epochs=30, max_batches=None)}

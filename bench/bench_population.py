@@ -12,7 +12,7 @@ Prints one row per K with the device name, and writes --out (JSON) when given. W
 the ATen operators each path dispatches, views left out (on a GPU about one kernel launch each, which is what tiny hosts are bound
 by), so the work a GPU would see can be compared on any machine. With --group-sizes it first
 measures what one stacked step costs against the env-by-env step, per group size (every env holding one incubating
-`conv_heavy` seed, so all share one architecture): the figures behind `MIN_GROUP` in `esper.simic.population`.
+`conv_heavy` seed, so all share one architecture): the figures behind `MIN_GROUP` in `esper.simic.envs.population`.
 """
 import argparse
 import platform
@@ -25,7 +25,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from esper.cli import OneLineParser, nonneg_int, positive_int, seed_int
 from esper.leyline.files import write_json_atomic
-from esper.simic.vectorized import train_ppo_vectorized
+from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tolaria import resolve_device
 
@@ -52,7 +52,7 @@ def measure(k: int, population: bool, args: argparse.Namespace, device: str) -> 
 
 def incubating_envs(k: int, config: EpisodeConfig, device: str) -> list:
     "`k` started envs (episode seeds 100, 101, ...), each with a `conv_heavy` seed germinated in block1: one architecture."
-    from esper.simic.parallel_env_state import ParallelEnvState, task_with_shuffle
+    from esper.simic.envs.parallel_env_state import ParallelEnvState, task_with_shuffle
     from esper.tamiyo.episode import Episode
     envs = [ParallelEnvState(i, 100 + i, Episode(task_with_shuffle("mnist1d", 100 + i), config, env_id=i, device=device),
                              torch.device(device)) for i in range(k)]
@@ -64,8 +64,8 @@ def incubating_envs(k: int, config: EpisodeConfig, device: str) -> list:
 
 def group_cost(g: int, device: str, epochs: int = 2, batches: int = 30) -> dict:
     "Milliseconds per env and batch (validation included) for a group of `g` same-architecture envs, both paths."
-    from esper.simic.population import run_epoch_population
-    from esper.simic.vectorized import run_epoch_lockstep
+    from esper.simic.envs.population import run_epoch_population
+    from esper.simic.trainers.vectorized import run_epoch_lockstep
     best = {}
     for name, fn in (("lockstep", run_epoch_lockstep), ("population", run_epoch_population)) * 2:
         envs = incubating_envs(g, EpisodeConfig(max_epochs=epochs + 2, max_batches=batches), device)
@@ -93,8 +93,8 @@ class OpCounter(TorchDispatchMode):
 
 def op_counts(k: int, device: str) -> dict:
     "ATen ops per env and training batch, and per env at the end of an epoch, for `k` envs of one architecture."
-    from esper.simic.population import run_epoch_population
-    from esper.simic.vectorized import run_epoch_lockstep
+    from esper.simic.envs.population import run_epoch_population
+    from esper.simic.trainers.vectorized import run_epoch_lockstep
     out = {"envs": k}
     for name, fn in (("lockstep", run_epoch_lockstep), ("population", partial(run_epoch_population, min_group=1))):
         counts = {}

@@ -15,8 +15,8 @@ import time
 
 import torch
 
-from esper.simic.training import train_ppo
-from esper.simic.vectorized import train_ppo_vectorized
+from esper.simic.trainers.training import train_ppo
+from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tasks import get_task
 

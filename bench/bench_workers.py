@@ -22,8 +22,8 @@ from pathlib import Path
 import torch
 
 from esper.cli import earlier_results
-from esper.simic.vectorized import train_ppo_vectorized
-from esper.simic.workers import available_cores
+from esper.simic.trainers.vectorized import train_ppo_vectorized
+from esper.simic.envs.workers import available_cores
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tasks import get_task
 from esper.leyline.files import write_json_atomic

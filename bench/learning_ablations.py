@@ -43,8 +43,8 @@ SERIES = ("episodes", "avg_accuracy", "value_mean", "return_mean", "explained_va
 
 def _patch(variant: str) -> None:
     "Apply the one change a variant makes (inside the worker process)."
-    import esper.simic.env as envmod
-    import esper.simic.vectorized as vec
+    import esper.simic.envs.env as envmod
+    import esper.simic.trainers.vectorized as vec
     from esper.tamiyo.features import compute_action_mask
     if variant in ("noprob", "nogate"):
         def masks(obs, factored):
@@ -76,9 +76,9 @@ def run_one(variant: str, seed: int, episodes: int, out: str, env_workers: int=0
     import torch
     torch.set_num_threads(1)
     _patch(variant)
-    from esper.simic.env import PPOController
-    from esper.simic.rewards import RewardConfig
-    from esper.simic.vectorized import train_ppo_vectorized
+    from esper.simic.envs.env import PPOController
+    from esper.simic.envs.rewards import RewardConfig
+    from esper.simic.trainers.vectorized import train_ppo_vectorized
     from esper.tamiyo.episode import EpisodeConfig, run_episode
     from esper.tasks import get_task
     cfg = EpisodeConfig(max_epochs=15, max_batches=30)

@@ -14,7 +14,7 @@ import warnings
 import torch
 
 from esper.simic import PPOAgent
-from esper.simic.compiled_step import CompiledStep, minibatch_forward
+from esper.simic.agent.compiled_step import CompiledStep, minibatch_forward
 
 
 def per_call_us(fn, iters: int) -> float:

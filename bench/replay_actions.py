@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_learning as bl  # (the benchmark's presets, episode settings and controllers)
 
 from esper.cli import OneLineParser, seed_int
-from esper.simic.env import PPOController, decode_action
+from esper.simic.envs.env import PPOController, decode_action
 from esper.tamiyo.episode import run_episode
 from esper.tasks import get_task
 

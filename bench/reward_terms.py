@@ -42,8 +42,8 @@ import bench_learning as bl  # (the presets' episode and reward settings)
 
 from esper.cli import OneLineParser, positive_int, seed_int
 from esper.leyline import DEFAULT_GAMMA
-from esper.simic.env import act, load_ppo_controller, step_reward
-from esper.simic.rewards import RewardConfig
+from esper.simic.envs.env import act, load_ppo_controller, step_reward
+from esper.simic.envs.rewards import RewardConfig
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import Episode, EpisodeConfig
 from esper.tasks import get_task

@@ -22,7 +22,7 @@ import torch
 
 from esper.leyline import BLUEPRINTS, ActionSpace
 from esper.simic import PPOAgent
-from esper.simic.env import act, action_dim, obs_to_state, state_dim, step_reward
+from esper.simic.envs.env import act, action_dim, obs_to_state, state_dim, step_reward
 from esper.tamiyo import run_episode
 from esper.tamiyo.baselines import RandomTamiyo
 from esper.tamiyo.episode import Episode, EpisodeConfig

@@ -49,7 +49,7 @@ def subsystem_of_file(path: Path) -> str:
 
 
 def module_of_file(path: Path) -> list[str]:
-    "The dotted package a file's relative imports start from: `esper/simic/ppo.py` -> ['esper', 'simic']."
+    "The dotted package a file's relative imports start from: `esper/simic/agent/ppo.py` -> ['esper', 'simic', 'agent']."
     return [PACKAGE, *path.relative_to(ROOT).parent.parts]
 
 
@@ -145,7 +145,7 @@ def test_imports_follow_the_dependency_order(path):
     "from ..tolaria.trainer import validate",        # relative, into a module
     "from .. import tolaria",                        # relative, the package itself
     "from esper.tolaria import validate",            # absolute
-    "import esper.simic.ppo",                        # plain import
+    "import esper.simic.agent.ppo",                  # plain import
     "def f():\n    from esper.simic import PPOAgent", # inside a function
 ])
 def test_the_check_sees_a_wrong_way_import(source):
@@ -162,3 +162,16 @@ def test_the_check_sees_a_wrong_way_import(source):
 ])
 def test_the_check_allows_the_right_way(source):
     assert wrong_way_imports(source, ROOT / "kasmina" / "model.py") == []
+
+
+@pytest.mark.parametrize("source, bad", [
+    ("from ...leyline import SeedStage", False),      # up two packages: esper.leyline
+    ("from ..envs.env import act", False),            # another group of the same subsystem
+    ("from .ppo import PPOAgent", False),
+    ("from ...cli import main", True),                # esper.cli: against the order
+    ("from ... import cli", True),
+])
+def test_the_check_reads_relative_imports_in_a_nested_package(source, bad):
+    "A file of a group package (`esper/simic/agent/`) belongs to its subsystem; its relative imports start there."
+    found = wrong_way_imports(source, ROOT / "simic" / "agent" / "ppo.py")
+    assert (len(found) == 1 and "simic -> cli" in found[0]) if bad else found == [], found

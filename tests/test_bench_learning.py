@@ -12,7 +12,7 @@ import pytest
 
 from esper.kasmina import blueprints as B
 from esper.leyline import BLUEPRINTS
-from esper.simic.env import load_ppo_controller
+from esper.simic.envs.env import load_ppo_controller
 
 TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs", "3", "--max-batches", "2",
         "--train-seeds", "0", "1", "--eval-seeds", "2000", "2001", "--curve-seeds", "1000", "--eval-every", "2",
@@ -349,7 +349,7 @@ def test_a_delayed_rule_is_the_rule_at_zero_and_moves_k_epochs_after_the_gate_op
 def test_replay_probs_lists_a_policys_unsure_decisions_likeliest_first(tmp_path, run_bench):
     import re
     from esper.simic import PPOAgent
-    from esper.simic.env import action_dim, state_dim
+    from esper.simic.envs.env import action_dim, state_dim
     PPOAgent(state_dim(2), action_dim(2, False)).save(tmp_path / "fresh.pt")  # untrained: unsure everywhere
     p = run_bench("replay_actions.py", "--preset", "short", "--seeds", "2000", "--checkpoints",
                   str(tmp_path / "fresh.pt"), "--probs", cwd=tmp_path, timeout=120)
@@ -437,8 +437,8 @@ def test_reward_terms_lets_critics_judge_the_first_move_where_two_plays_differ()
 
 
 def test_reward_terms_stores_each_critics_value_of_every_state_played(tmp_path, monkeypatch):
-    from esper.simic.env import state_dim
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.envs.env import state_dim
+    from esper.simic.agent.ppo import PPOAgent
     rt = _bench_module("reward_terms")
     real = rt.EpisodeConfig
     monkeypatch.setattr(rt, "EpisodeConfig", lambda **kw: real(**{**kw, "max_epochs": 3, "max_batches": 2}))

@@ -14,8 +14,8 @@ from esper.kasmina import BLUEPRINT_FAMILIES, BLUEPRINT_REGISTRY, SeedModule, re
 from esper.kasmina.model import _blueprint_cost
 from esper.leyline import BLUEPRINTS, HEAD_NAMES, ActionSpace, LifecycleOp
 from esper.simic import PPOAgent
-from esper.simic.env import act, action_dim, obs_to_state, state_dim, step_reward
-from esper.simic.gym_env import GrowthEnv
+from esper.simic.envs.env import act, action_dim, obs_to_state, state_dim, step_reward
+from esper.simic.envs.gym_env import GrowthEnv
 from esper.tamiyo import TamiyoAction, run_episode
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import Episode, EpisodeConfig

@@ -205,7 +205,7 @@ def test_blueprint_offers_reach_the_run_and_are_checked_against_its_length(tmp_p
 
 
 def test_gae_lambdas_and_reward_weights_reach_the_run(tmp_path, capsys):
-    from esper.simic.rewards import RewardConfig
+    from esper.simic.envs.rewards import RewardConfig
     save = tmp_path / "agent.pt"
     tiny = ["ppo", "--vectorized", "--n-envs", "2", "--max-epochs", "2", "--max-batches", "1", "--no-progress",
             "--save", str(save)]
@@ -230,7 +230,7 @@ def test_gae_lambdas_and_reward_weights_reach_the_run(tmp_path, capsys):
 
 
 def test_reward_flags_state_the_rewards_own_defaults(capsys):
-    from esper.simic.rewards import RewardConfig
+    from esper.simic.envs.rewards import RewardConfig
     with pytest.raises(SystemExit): main(["ppo", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     for name in ("contribution_weight", "rent_weight", "unkept_weight"):

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from esper.simic.checkpoint import read_checkpoint
-from esper.simic.ppo import PPOAgent
-from esper.simic.training_checkpoint import capture_rng, load_training_checkpoint, save_training_checkpoint
+from esper.simic.agent.checkpoint import read_checkpoint
+from esper.simic.agent.ppo import PPOAgent
+from esper.simic.trainers.checkpoint import capture_rng, load_training_checkpoint, save_training_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
 

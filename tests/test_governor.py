@@ -122,7 +122,7 @@ def test_seed_optimizer_state_survives_training_to_blending(task):
 def test_first_epoch_blowup_is_rolled_back_counted_and_charged(task):
     """Host lr 1e3 blows the loss up in epoch 1: before any loss history exists the governor must panic, roll back to
     the initial weights, count it, and the next decided epoch's rollback must be charged; the episode still ends."""
-    from esper.simic.env import step_reward
+    from esper.simic.envs.env import step_reward
     from esper.tamiyo.episode import Episode, EpisodeConfig
     from esper.tamiyo.signals import TamiyoAction
     cfg = EpisodeConfig(max_epochs=3, max_batches=3, host_lr=1e3)

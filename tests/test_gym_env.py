@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-import esper.simic.gym_env  # noqa: F401  (registers esper/Growth-v0)
+import esper.simic.envs.gym_env  # noqa: F401  (registers esper/Growth-v0)
 from esper.leyline import HEAD_NAMES, LifecycleOp
-from esper.simic.env import action_masks, decode_action, step_reward
+from esper.simic.envs.env import action_masks, decode_action, step_reward
 from esper.tamiyo.episode import Episode, EpisodeConfig
 from esper.tasks import get_task
 
@@ -45,7 +45,7 @@ def test_registered_and_made_through_gymnasium():
 
 def test_registration_is_idempotent():
     "Importing the module again neither raises nor re-registers (gymnasium would warn 'Overriding environment')."
-    code = ("import importlib, warnings, esper.simic.gym_env as m\n"
+    code = ("import importlib, warnings, esper.simic.envs.gym_env as m\n"
             "with warnings.catch_warnings():\n"
             "    warnings.simplefilter('error')\n"
             "    importlib.reload(m)\n"

@@ -9,14 +9,13 @@ import torch
 
 from esper.leyline import BASE_FEATURE_DIM, TelemetryEventType
 from esper.nissa import TelemetryHub
-from esper.simic import env as E
-from esper.simic import parallel_env_state as P
-from esper.simic.emitters import emit_anomalies, emit_ppo_update
-from esper.simic.env import act, action_dim, state_dim
-from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem, make_env_states, task_with_shuffle
-from esper.simic.ppo import PPOAgent
-from esper.simic.lockstep import PPORollout
-from esper.simic.vectorized import train_ppo_vectorized
+from esper.simic.envs import env as E, parallel_env_state as P
+from esper.simic.trainers.emitters import emit_anomalies, emit_ppo_update
+from esper.simic.envs.env import act, action_dim, state_dim
+from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem, make_env_states, task_with_shuffle
+from esper.simic.agent.ppo import PPOAgent
+from esper.simic.envs.lockstep import PPORollout
+from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tamiyo.signals import TamiyoAction
 

@@ -3,7 +3,7 @@ import pytest
 import ray
 import torch
 
-from esper.simic.vectorized import train_ppo_vectorized
+from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 
 TINY = EpisodeConfig(max_epochs=3, max_batches=2)

@@ -18,7 +18,7 @@ import pytest
 import torch
 
 from esper.cli import main
-from esper.simic.checkpoint import read_checkpoint
+from esper.simic.agent.checkpoint import read_checkpoint
 
 # tiny PPO runs: one episode of two epochs of two batches takes a fraction of a second
 PPO = ["ppo", "--max-epochs", "2", "--max-batches", "2", "--update-every", "2", "--no-progress"]

@@ -13,11 +13,11 @@ from dataclasses import replace
 import pytest
 import torch
 
-from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem
-from esper.simic.rewards import RewardConfig
-from esper.simic.run_settings import RunSettings
-from esper.simic.training_checkpoint import check_resume_config
-from esper.simic.vectorized import train_ppo_vectorized
+from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem
+from esper.simic.envs.rewards import RewardConfig
+from esper.simic.trainers.run_settings import RunSettings
+from esper.simic.trainers.checkpoint import check_resume_config
+from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 
 #: (weights, history) fingerprints of the run below: recorded at f8c1901, re-recorded after the honest splits.

@@ -1,12 +1,12 @@
 """Tests for TrainingConfig (every field's range, the dict round trip, one source for the agent)."""
 import pytest
 
-from esper.simic.config import TrainingConfig
+from esper.simic.agent.config import TrainingConfig
 
 
 def test_anomaly_thresholds_in_config():
     """TrainingConfig carries the anomaly detector's thresholds, and a detector built from it applies them."""
-    from esper.simic.anomaly_detector import AnomalyDetector
+    from esper.simic.agent.anomaly_detector import AnomalyDetector
 
     config = TrainingConfig()
 
@@ -91,8 +91,8 @@ def test_error_message_reports_the_bad_value():
 
 
 def test_slots_and_kwargs_round_trip():
-    from esper.simic.anomaly_detector import AnomalyDetector
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.anomaly_detector import AnomalyDetector
+    from esper.simic.agent.ppo import PPOAgent
     cfg = TrainingConfig(entropy_coef_start=0.2, entropy_coef_end=0.01, entropy_anneal_steps=50, weight_decay=0.01,
                          hidden_dim=32, anomaly_max_ratio_threshold=3.0)
     with pytest.raises(AttributeError):  # slots: a misspelt field is refused, never silently added
@@ -105,7 +105,7 @@ def test_slots_and_kwargs_round_trip():
 
 
 def test_agent_constructor_validates_too():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     with pytest.raises(ValueError, match="clip_ratio"):
         PPOAgent(state_dim=4, action_dim=2, clip_ratio=0.0)
     with pytest.raises(ValueError, match="HEAD_NAMES"):
@@ -114,7 +114,7 @@ def test_agent_constructor_validates_too():
 
 def test_agent_keeps_one_config_and_reads_its_hyperparameters_from_it():
     from esper.leyline import N_FLAT_ACTIONS
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     cfg = TrainingConfig(lr=1e-3, gamma=0.9, n_epochs=3, hidden_dim=16, anomaly_min_explained_variance=0.3)
     agent = PPOAgent(state_dim=4, action_dim=3, config=cfg)
     assert agent.config == cfg and agent.config is not cfg
@@ -150,7 +150,7 @@ def test_config_round_trips_through_a_plain_dict():
 
 
 def test_trainers_take_one_config_or_keywords_but_not_both_disagreeing():
-    from esper.simic.run_settings import RunSettings
+    from esper.simic.trainers.run_settings import RunSettings
     build = lambda **kw: RunSettings.from_options("train_ppo", **kw)
     cfg = TrainingConfig(lr=1e-3, n_epochs=2)
     built = build(lr=1e-3, ppo_kwargs={"n_epochs": 2, "reward_normalizer": "rn"})

@@ -4,9 +4,9 @@ import torch
 
 from esper.leyline import BASE_FEATURE_DIM, LifecycleOp, SeedStage, FlatAction, N_FLAT_ACTIONS
 from esper.simic import PPOAgent, RunningMeanStd
-from esper.simic.env import (state_dim, action_dim, obs_to_state, action_masks, decode_action, step_reward,
+from esper.simic.envs.env import (state_dim, action_dim, obs_to_state, action_masks, decode_action, step_reward,
                              PPOController, load_ppo_controller, act)
-from esper.simic.seed_management import fossilized_contribution
+from esper.simic.envs.contributions import fossilized_contribution
 from esper.tamiyo import TamiyoAction, run_episode
 from esper.tamiyo.episode import Episode, EpisodeConfig
 from esper.tasks import get_task

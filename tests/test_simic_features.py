@@ -8,7 +8,7 @@ from esper.leyline import FlatAction, HEAD_NAMES, SeedStage
 def test_obs_to_features_tensor_output():
     """Feature extraction should optionally return tensor directly."""
     import torch
-    from esper.simic.features import obs_to_base_features, obs_to_base_features_tensor
+    from esper.tamiyo.features import obs_to_base_features, obs_to_base_features_tensor
 
     obs = {
         'epoch': 10,
@@ -67,7 +67,7 @@ def test_list_and_tensor_agree_and_out_is_reused():
 
 
 def test_features_bounded_with_extreme_inputs():
-    from esper.simic.features import obs_to_base_features
+    from esper.tamiyo.features import obs_to_base_features
     f = obs_to_base_features(_obs(train_loss=float("nan"), val_loss=1e9, loss_delta=-1e9, accuracy_delta=float("inf"),
                                   host_grad_norm=1e6, seed_blueprint_id=9))
     assert all(abs(x) <= 1.0 for i, x in enumerate(f) if i != 26)
@@ -75,7 +75,7 @@ def test_features_bounded_with_extreme_inputs():
 
 
 def test_action_mask_flat_by_stage():
-    from esper.simic.features import compute_action_mask
+    from esper.tamiyo.features import compute_action_mask
     m = compute_action_mask(_obs())  # no seed, a slot available: WAIT + germinate
     assert m[FlatAction.WAIT] and all(m[FlatAction.GERMINATE_NORM:FlatAction.GERMINATE_ATTENTION + 1])
     assert not m[FlatAction.ADVANCE] and not m[FlatAction.PRUNE] and not m[FlatAction.FOSSILIZE]
@@ -86,7 +86,7 @@ def test_action_mask_flat_by_stage():
 
 
 def test_action_mask_factored_heads():
-    from esper.simic.features import compute_action_mask
+    from esper.tamiyo.features import compute_action_mask
     m = compute_action_mask([SeedStage.TRAINING, SeedStage.FOSSILIZED], factored=True)
     assert tuple(m)[:4] == HEAD_NAMES
     assert m["slot"].tolist() == [True, False]

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from esper.simic.gradient_collector import (
+from esper.tolaria.gradients import (
     SeedGradientCollector,
     materialize_grad_stats,
 )

@@ -10,7 +10,7 @@ from esper.leyline import HEAD_NAMES, factored_head_sizes
 def test_the_heads_read_the_layer_normalised_lstm_output():
     """Actor and critic read the LSTM's output through `lstm_ln`: a LayerNorm over the LSTM's width, and what it
     returns is what the heads see (replace its output and both heads' outputs follow)."""
-    from esper.simic.networks import RecurrentActorCritic
+    from esper.simic.agent.networks import RecurrentActorCritic
     torch.manual_seed(0)
     net = RecurrentActorCritic(state_dim=6, action_dim=3, hidden_dim=16, lstm_hidden_dim=8)
     y = net.lstm_ln(torch.randn(3, 8) * 5 + 2)  # normalises each row of the LSTM's 8 outputs
@@ -30,7 +30,7 @@ def test_the_heads_read_the_layer_normalised_lstm_output():
 
 
 def test_orthogonal_init_gains():
-    from esper.simic.networks import ActorCritic
+    from esper.simic.agent.networks import ActorCritic
     torch.manual_seed(0)
     net = ActorCritic(state_dim=8, action_dim=5, hidden_dim=64)
     w = net.shared[0].weight  # [64, 8]: orthogonal columns scaled by sqrt(2)
@@ -41,7 +41,7 @@ def test_orthogonal_init_gains():
 
 
 def test_factored_network_heads_and_groups():
-    from esper.simic.networks import FactoredActorCritic
+    from esper.simic.agent.networks import FactoredActorCritic
     net = FactoredActorCritic(state_dim=12, head_sizes=factored_head_sizes(2), hidden_dim=32)
     logits, values = net(torch.randn(3, 12))
     assert tuple(logits) == HEAD_NAMES
@@ -53,7 +53,7 @@ def test_factored_network_heads_and_groups():
 
 
 def test_recurrent_parameter_groups_cover_lstm():
-    from esper.simic.networks import RecurrentActorCritic
+    from esper.simic.agent.networks import RecurrentActorCritic
     net = RecurrentActorCritic(state_dim=4, action_dim=factored_head_sizes(1), hidden_dim=8, lstm_hidden_dim=8)
     shared = {id(p) for p in net.parameter_groups()["shared"]}
     assert all(id(p) in shared for p in net.lstm.parameters())

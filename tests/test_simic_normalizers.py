@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from esper.simic.normalizers import RunningMeanStd, RewardNormalizer
+from esper.simic.agent.normalizers import RunningMeanStd, RewardNormalizer
 
 
 class TestRunningMeanStdStateDict:

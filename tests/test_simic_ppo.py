@@ -20,7 +20,7 @@ class TestEntropyAnnealing:
 
     def test_no_annealing_when_disabled(self):
         """entropy_anneal_steps=0 should use fixed entropy_coef."""
-        from esper.simic.ppo import PPOAgent
+        from esper.simic.agent.ppo import PPOAgent
 
         agent = PPOAgent(
             state_dim=27,
@@ -41,7 +41,7 @@ class TestEntropyAnnealing:
     ])
     def test_annealing_schedule(self, step, end, expected):
         """A linear anneal from entropy_coef_start to entropy_coef_end over entropy_anneal_steps, then flat."""
-        from esper.simic.ppo import PPOAgent
+        from esper.simic.agent.ppo import PPOAgent
 
         agent = PPOAgent(state_dim=27, action_dim=7, entropy_coef_start=0.2, entropy_coef_end=end,
                          entropy_anneal_steps=100, device="cpu")
@@ -50,7 +50,7 @@ class TestEntropyAnnealing:
 
     def test_annealed_entropy_used_in_update(self):
         """PPO update should use annealed entropy coefficient."""
-        from esper.simic.ppo import PPOAgent
+        from esper.simic.agent.ppo import PPOAgent
         import torch
 
         # Create agent with annealing
@@ -84,7 +84,7 @@ class TestEntropyAnnealing:
 
 def test_entropy_coefficient_actually_weights_the_loss():
     """Same data, same seed: the entropy_loss term scales with the annealed coefficient."""
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     losses = []
     for coef in (0.0, 0.5):
         torch.manual_seed(0)
@@ -97,8 +97,8 @@ def test_entropy_coefficient_actually_weights_the_loss():
 
 def _blueprint_bonus_update(coef, recurrent=False):
     """One update on fixed data with no head bonus: (change of the mean blueprint-choice entropy, its metrics)."""
-    from esper.simic.networks import FLAT_HEAD, blueprint_choice_entropy
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.networks import FLAT_HEAD, blueprint_choice_entropy
+    from esper.simic.agent.ppo import PPOAgent
 
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, hidden_dim=16, entropy_coef=0.0, blueprint_entropy_coef=coef, n_epochs=8,
@@ -157,7 +157,7 @@ def _same(a, b):
 @pytest.mark.parametrize("bad", ["nan_reward", "inf_state", "nan_log_prob"])
 def test_fused_nan_inf_detection(bad):
     """A NaN/Inf fed into the rollout is detected by the fused check, and the step it poisons is skipped."""
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=10, action_dim=4, device="cpu")
     _store_bad(agent, bad)
@@ -182,7 +182,7 @@ class _Telemetry:
 
 @pytest.mark.parametrize("levels,expect_breakdown", [((), False), (("debug",), True)])
 def test_numerical_issue_flag_and_debug_breakdown(levels, expect_breakdown):
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=4, action_dim=2, hidden_dim=8, device="cpu", telemetry_config=_Telemetry(levels))
     agent.store_transition(torch.randn(4), 0, float("nan"), 0.0, 1.0, False)
     agent.store_transition(torch.randn(4), 1, -0.5, 0.0, 1.0, True)
@@ -198,7 +198,7 @@ def test_numerical_issue_flag_and_debug_breakdown(levels, expect_breakdown):
 def test_ppo_agent_weight_decay_critic_only():
     """PPOAgent weight decay should apply only to critic, not actor or shared, and be decoupled (AdamW's)."""
     import torch
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
 
     def zero_gradient_step(agent):
         "One optimizer step with every gradient zero, so only weight decay can move a weight: name -> (before, after)."
@@ -251,7 +251,7 @@ def test_ppo_agent_weight_decay_critic_only():
 
 
 def test_optimizer_on_cpu_steps_one_flat_tensor_per_group_with_adam_eps():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=4, action_dim=2, device="cpu")
     g = agent.optimizer.param_groups[0]
     assert g["foreach"] is False and not g.get("fused") and g["eps"] == 1e-5
@@ -260,7 +260,7 @@ def test_optimizer_on_cpu_steps_one_flat_tensor_per_group_with_adam_eps():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_optimizer_is_fused_on_cuda():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=4, action_dim=2, device="cuda")
     assert agent.optimizer.param_groups[0]["fused"] is True
 
@@ -269,7 +269,7 @@ def test_adaptive_entropy_floor_log_scaling():
     """Entropy floor should use log-ratio scaling (information-theoretic)."""
     import math
     import torch
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
 
     agent = PPOAgent(
         state_dim=10, action_dim=7, device="cpu",
@@ -296,7 +296,7 @@ def test_adaptive_entropy_floor_log_scaling():
 
 
 def test_adaptive_floor_is_wired_into_annealed_coef():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=4, action_dim=7, device="cpu", entropy_coef_start=0.2, entropy_coef_end=0.0,
                      entropy_anneal_steps=10, entropy_coef_min=0.01, adaptive_entropy_floor=True)
     agent.train_steps = 10
@@ -308,7 +308,7 @@ def test_adaptive_floor_is_wired_into_annealed_coef():
 def test_comprehensive_value_function_metrics():
     """PPO update should return comprehensive value function diagnostics."""
     import torch
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
 
     agent = PPOAgent(state_dim=10, action_dim=4, device="cpu")
 
@@ -339,7 +339,7 @@ def test_comprehensive_value_function_metrics():
 def test_recurrent_ppo_epochs_safety_cap():
     """Recurrent PPO should warn early (>2) and cap n_epochs to prevent policy drift."""
     import torch
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
 
     agent = PPOAgent(
         state_dim=10, action_dim=4, device="cpu",
@@ -366,7 +366,7 @@ def test_recurrent_ppo_epochs_safety_cap():
 
 # ----------------------------------------------------------------------------- factored heads, recurrence, GAE
 def test_per_head_entropy_logged_for_factored_policy():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=6, action_dim=factored_head_sizes(3), hidden_dim=16, device="cpu")
     for t in range(12):
         s = torch.randn(6)
@@ -382,7 +382,7 @@ def test_per_head_entropy_logged_for_factored_policy():
 
 # ----------------------------------------------------------------------------- masking
 def test_masked_action_never_sampled():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=5, hidden_dim=16, device="cpu")
     mask = torch.tensor([False, True, False, True, False])
@@ -395,7 +395,7 @@ def test_masked_action_never_sampled():
 
 
 def test_all_masked_row_is_an_error():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=8, device="cpu")
     with pytest.raises(ValueError, match="no valid action"):
         agent.get_action(torch.randn(4), torch.zeros(3))
@@ -403,7 +403,7 @@ def test_all_masked_row_is_an_error():
 
 def test_masked_logits_get_no_gradient_in_update():
     """An action masked in every stored step: its output row in the policy head never moves (zero gradient)."""
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=4, hidden_dim=16, device="cpu", n_epochs=2, batch_size=8, target_kl=None)
     mask = torch.tensor([True, True, True, False])
@@ -419,8 +419,8 @@ def test_masked_logits_get_no_gradient_in_update():
 
 
 def test_factored_joint_log_prob_is_sum_of_heads():
-    from esper.simic.networks import evaluate_heads
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.networks import evaluate_heads
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(1)
     sizes = factored_head_sizes(2)
     agent = PPOAgent(state_dim=5, action_dim=sizes, hidden_dim=16, device="cpu")
@@ -439,7 +439,7 @@ def test_factored_joint_log_prob_is_sum_of_heads():
 
 
 def test_factored_agent_rejects_flat_inputs():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=5, action_dim=factored_head_sizes(1), hidden_dim=8, device="cpu")
     with pytest.raises(ValueError, match="dict"):
         agent.store_transition(torch.randn(5), 0, -1.0, 0.0, 0.0, False)
@@ -447,7 +447,7 @@ def test_factored_agent_rejects_flat_inputs():
 
 # ----------------------------------------------------------------------------- GAE and truncation
 def test_gae_hand_computed():
-    from esper.simic.buffer import compute_gae
+    from esper.simic.agent.buffer import compute_gae
     adv, ret = compute_gae([1.0, 0.0, 1.0], [0.5, 1.0, 0.5], [False, True, False], last_value=2.0,
                            gamma=0.9, gae_lambda=0.8)
     # t=2: 1 + .9*2 - .5 = 2.3 ; t=1 (terminal): 0 - 1 = -1 ; t=0: (1 + .9*1 - .5) + .72*(-1) = 0.68
@@ -456,7 +456,7 @@ def test_gae_hand_computed():
 
 
 def test_truncation_bootstraps_from_critic():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=3, action_dim=2, hidden_dim=8, gamma=0.9, gae_lambda=1.0, device="cpu")
     agent.store_transition(torch.zeros(3), 0, -0.7, 0.0, 1.0, done=False)
     agent.store_transition(torch.zeros(3), 0, -0.7, 0.0, 1.0, done=False, truncated=True, bootstrap_value=10.0)
@@ -469,7 +469,7 @@ def test_truncation_bootstraps_from_critic():
 
 
 def test_truncation_needs_a_value_and_final_state_uses_critic():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=3, action_dim=2, hidden_dim=8, device="cpu")
     with pytest.raises(ValueError, match="bootstrap_value"):
         agent.store_transition(torch.zeros(3), 0, -0.7, 0.0, 1.0, done=False, truncated=True)
@@ -479,7 +479,7 @@ def test_truncation_needs_a_value_and_final_state_uses_critic():
 
 
 def test_parallel_envs_get_their_own_gae():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=2, action_dim=2, hidden_dim=8, gamma=0.5, gae_lambda=1.0, device="cpu")
     for t in range(3):
         for env_id, r in ((0, 1.0), (1, 0.0)):
@@ -497,7 +497,7 @@ def _fill(agent, n=64, state_dim=4, reward_action=0):
 
 
 def test_metrics_are_floats_and_complete():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, device="cpu", n_epochs=2, batch_size=16)
     _fill(agent)
     m = agent.update()
@@ -510,7 +510,7 @@ def test_metrics_are_floats_and_complete():
 
 
 def test_kl_early_stop():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, device="cpu", n_epochs=10, lr=1e-2, target_kl=1e-9,
                      batch_size=16)  # the first minibatch has KL 0; later ones in epoch 1 do not
@@ -524,7 +524,7 @@ def test_kl_early_stop():
 
 
 def test_value_clipping_option_runs_and_differs():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     out = []
     for clip_value in (False, True):
         torch.manual_seed(0)
@@ -541,7 +541,7 @@ def test_no_host_sync_per_minibatch(monkeypatch):
 
     The CPU (foreach) optimiser reads its step-skip flag with bool() each minibatch; on CPU that flag is host memory.
     The fused optimiser used on CUDA never reads it: see test_fused_optimizer_skips_on_device_without_host_reads."""
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     counts = []
     for batch_size in (64, 4):
         torch.manual_seed(0)
@@ -565,7 +565,7 @@ def test_no_host_sync_per_minibatch(monkeypatch):
 def test_skipped_step_keeps_adam_state_and_step_count():
     """After healthy updates, a skipped step leaves the weights and every Adam tensor (step count too) as they were."""
     import copy
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, device="cpu", n_epochs=2, batch_size=16)
     _fill(agent)
@@ -582,7 +582,7 @@ def test_skipped_step_keeps_adam_state_and_step_count():
 
 def test_fused_optimizer_skips_on_device_without_host_reads(monkeypatch):
     """With a fused optimizer the skip goes through `found_inf`: no .item()/.tolist()/bool() per minibatch."""
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     counts = []
     for batch_size in (64, 4):
         torch.manual_seed(0)
@@ -622,7 +622,7 @@ def test_fused_optimizer_skips_on_device_without_host_reads(monkeypatch):
 
 def test_clean_minibatches_still_learn_next_to_a_bad_one():
     """An Inf state costs only the minibatch it lands in; the other minibatches step and the weights stay finite."""
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, device="cpu", n_epochs=2, batch_size=8)
     for t in range(32):
@@ -637,7 +637,7 @@ def test_clean_minibatches_still_learn_next_to_a_bad_one():
 
 def test_recurrent_update_skips_non_finite_steps():
     """The recurrent update shares the optimiser step, so it skips and counts the same way."""
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, lstm_hidden_dim=8, device="cpu", recurrent=True)
     for t in range(8):
@@ -651,7 +651,7 @@ def test_recurrent_update_skips_non_finite_steps():
 
 
 def test_healthy_update_skips_nothing():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, device="cpu", n_epochs=2, batch_size=16)
     _fill(agent)
@@ -660,18 +660,18 @@ def test_healthy_update_skips_nothing():
 
 
 def test_skipped_step_is_logged(caplog):
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=4, hidden_dim=16, device="cpu")
     _store_bad(agent, "nan_reward", n=4)
-    with caplog.at_level("WARNING", logger="esper.simic.ppo_update"):
+    with caplog.at_level("WARNING", logger="esper.simic.agent.ppo_update"):
         agent.update()
     assert "skipped 1 of 1 optimizer steps on a non-finite loss or gradient" in caplog.text
     assert "1 samples have a non-finite advantage or return" in caplog.text
 
 
 def test_state_mismatch_warns():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=3, action_dim=2, hidden_dim=8, device="cpu")
     s = torch.randn(3)
     a, lp, v = agent.get_action(s)
@@ -685,7 +685,7 @@ def test_state_mismatch_warns():
 
 def test_policy_improves_on_a_bandit():
     """Reward only for action 2: a few updates raise its probability well above chance."""
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=4, hidden_dim=32, lr=3e-3, device="cpu", batch_size=32, n_epochs=4)
     for _ in range(6):
@@ -697,9 +697,9 @@ def test_policy_improves_on_a_bandit():
 
 # ----------------------------------------------------------------------------- recurrent
 def test_recurrent_replay_matches_acting_log_probs_across_resets():
-    from esper.simic.networks import evaluate_heads
-    from esper.simic.ppo import PPOAgent
-    from esper.simic.recurrent import _sequence_batch
+    from esper.simic.agent.networks import evaluate_heads
+    from esper.simic.agent.ppo import PPOAgent
+    from esper.simic.agent.recurrent import _sequence_batch
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=5, action_dim=factored_head_sizes(2), hidden_dim=16, lstm_hidden_dim=8,
                      recurrent=True, device="cpu")
@@ -722,7 +722,7 @@ def test_recurrent_replay_matches_acting_log_probs_across_resets():
 
 
 def test_recurrent_hidden_resets_at_episode_end():
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=3, action_dim=2, hidden_dim=8, lstm_hidden_dim=8, recurrent=True, device="cpu")
     s = torch.randn(3)
     v_fresh = agent.get_value(s)
@@ -734,8 +734,8 @@ def test_recurrent_hidden_resets_at_episode_end():
 
 # ----------------------------------------------------------------------------- checkpoints
 def _agent_with_history(tmp_path):
-    from esper.simic.normalizers import RewardNormalizer, RunningMeanStd
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.normalizers import RewardNormalizer, RunningMeanStd
+    from esper.simic.agent.ppo import PPOAgent
     torch.manual_seed(0)
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, device="cpu", entropy_coef_start=0.3,
                      entropy_coef_end=0.02, entropy_anneal_steps=7, adaptive_entropy_floor=True, weight_decay=1e-3,
@@ -751,7 +751,7 @@ def _agent_with_history(tmp_path):
 
 
 def test_checkpoint_round_trip_equality(tmp_path):
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = _agent_with_history(tmp_path)
     path = tmp_path / "ck" / "agent.pt"
     agent.save(path)
@@ -779,7 +779,7 @@ def test_checkpoint_round_trip_equality(tmp_path):
 
 
 def test_checkpoint_recurrent_factored_from_checkpoint(tmp_path):
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=5, action_dim=factored_head_sizes(2), hidden_dim=16, lstm_hidden_dim=8, recurrent=True)
     agent.save(tmp_path / "r.pt")
     other = PPOAgent.from_checkpoint(tmp_path / "r.pt")
@@ -789,7 +789,7 @@ def test_checkpoint_recurrent_factored_from_checkpoint(tmp_path):
 
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
-    import esper.simic.checkpoint as ck
+    import esper.simic.agent.checkpoint as ck
     agent = _agent_with_history(tmp_path)
     path = tmp_path / "agent.pt"
     agent.save(path)
@@ -804,7 +804,7 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
 
 
 def test_checkpoint_truncated_or_foreign_file_errors(tmp_path):
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16)
     agent.save(tmp_path / "a.pt")
     data = (tmp_path / "a.pt").read_bytes()
@@ -822,9 +822,9 @@ def test_checkpoint_truncated_or_foreign_file_errors(tmp_path):
 
 
 def test_checkpoint_stores_the_config_as_a_plain_dict_and_reads_older_layouts(tmp_path):
-    from esper.simic.checkpoint import ARCH_FIELDS, HPARAM_FIELDS
-    from esper.simic.config import TrainingConfig
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.checkpoint import ARCH_FIELDS, HPARAM_FIELDS
+    from esper.simic.agent.config import TrainingConfig
+    from esper.simic.agent.ppo import PPOAgent
     from esper.leyline import BLUEPRINTS
     agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=16, gamma=0.97, target_kl=None, entropy_anneal_steps=3,
                      anomaly_max_ratio_threshold=4.0)
@@ -850,9 +850,9 @@ def test_checkpoint_stores_the_config_as_a_plain_dict_and_reads_older_layouts(tm
 def test_a_checkpoint_with_per_tensor_optimizer_state_resumes_exactly(tmp_path):
     """Checkpoints written before the flat parameter buffers hold one Adam entry per tensor: they resume bit for bit."""
     import numpy as np
-    from esper.simic.checkpoint import agent_from_checkpoint
-    from esper.simic.flat_params import match_optimizer_state
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.checkpoint import agent_from_checkpoint
+    from esper.simic.agent.flat_params import match_optimizer_state
+    from esper.simic.agent.ppo import PPOAgent
 
     def rollout(agent, seed):
         g = torch.Generator().manual_seed(seed)
@@ -901,7 +901,7 @@ def _twin_updates(n_updates=2, **kw):
     """A default agent and a `fast_update` one, built, filled and updated from the same random state.
 
     Factored heads with masks and a rollout of 60 steps in minibatches of 16 (the last one shorter), as Tamiyo's are."""
-    from esper.simic.ppo import PPOAgent
+    from esper.simic.agent.ppo import PPOAgent
     sizes = factored_head_sizes(2)
     masks = {k: torch.ones(s, dtype=torch.bool) for k, s in sizes.items()}
     agents, metrics = [], []

@@ -9,12 +9,13 @@ import torch
 from esper.leyline import HEAD_NAMES, TelemetryEventType
 from esper.nissa import TelemetryHub, check_payload
 from esper.simic import PPOAgent, RunningMeanStd
-from esper.simic import lockstep as L, vectorized as V, training as T
-from esper.simic.env import obs_to_state, state_dim, action_dim
-from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem, make_env_states
-from esper.simic.lockstep import PPORollout, run_lockstep
-from esper.simic.vectorized import train_ppo_vectorized
-from esper.simic.training import train_ppo, train_heuristic
+from esper.simic.envs import lockstep as L
+from esper.simic.trainers import vectorized as V, training as T
+from esper.simic.envs.env import obs_to_state, state_dim, action_dim
+from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem, make_env_states
+from esper.simic.envs.lockstep import PPORollout, run_lockstep
+from esper.simic.trainers.vectorized import train_ppo_vectorized
+from esper.simic.trainers.training import train_ppo, train_heuristic
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tolaria import GovernorVerdict
 from esper.tasks import get_task

@@ -7,8 +7,8 @@ import json
 import pytest
 import torch
 
-from esper.simic.run_settings import RunSettings
-from esper.simic.vectorized import train_ppo_vectorized
+from esper.simic.trainers.run_settings import RunSettings
+from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.problems import TINY
 
 

@@ -8,12 +8,12 @@ from functools import partial
 import pytest
 import torch
 
-from esper.simic.env import action_dim, state_dim
-from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem, task_with_shuffle
-from esper.simic.ppo import PPOAgent
-from esper.simic.training_checkpoint import load_training_checkpoint
-from esper.simic.vectorized import train_ppo_vectorized
-from esper.simic.workers import ProcessEnvPool, WorkerError
+from esper.simic.envs.env import action_dim, state_dim
+from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem, task_with_shuffle
+from esper.simic.agent.ppo import PPOAgent
+from esper.simic.trainers.checkpoint import load_training_checkpoint
+from esper.simic.trainers.vectorized import train_ppo_vectorized
+from esper.simic.envs.workers import ProcessEnvPool, WorkerError
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tamiyo.signals import TamiyoAction
 

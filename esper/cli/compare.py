@@ -59,7 +59,7 @@ def make_controller(
     if name == "ppo":
         if checkpoint is None:
             raise ValueError("controller 'ppo' needs --checkpoint PATH (a file written by esper-train ppo --save)")
-        from esper.simic.env import load_ppo_controller  # simic is imported only when a policy is compared
+        from esper.simic.envs.env import load_ppo_controller  # simic is imported only when a policy is compared
 
         return load_ppo_controller(checkpoint, device=device)
     raise ValueError(f"unknown controller {name!r}; choose from {', '.join(CONTROLLERS)}")

@@ -26,7 +26,7 @@ def annealing_line(
     blueprint: float = 0.0,  # the blueprint-choice bonus at the start (0: off)
 ) -> str:
     "The line printed before training: the entropy schedule the agent will actually follow."
-    from esper.simic.annealing import EntropySchedule
+    from esper.simic.agent.annealing import EntropySchedule
 
     s = EntropySchedule(entropy_coef, start, end, int(anneal_episodes > 0))
     if anneal_episodes > 0:
@@ -45,7 +45,7 @@ def placement(
     on_cuda: bool,  # every environment trains on a CUDA device
 ) -> tuple[bool, int]:
     "(train as one population?, worker processes) of a vectorized run: workers first, a population in this process."
-    from esper.simic.workers import default_workers
+    from esper.simic.envs.workers import default_workers
 
     if workers is None:
         workers = 0 if population == "on" else default_workers(n_envs)
@@ -65,7 +65,7 @@ BATCH_END_EVENTS = frozenset(
 
 def prepare_outputs(args) -> str | None:
     "Refuse what an earlier run left (unless --overwrite); cut a resumed run's telemetry back to its checkpoint."
-    from esper.simic.checkpoint import read_checkpoint
+    from esper.simic.agent.checkpoint import read_checkpoint
 
     same = (
         args.save is not None and args.resume is not None and Path(args.save).resolve() == Path(args.resume).resolve()
@@ -101,7 +101,7 @@ def prepare_outputs(args) -> str | None:
 # %% ../../nbs/cli/03_ppo.ipynb #b2124f9b
 def _completed(args, epu: int) -> str | None:
     "With --resume: the line to print when the checkpoint already holds every episode asked for (None otherwise)."
-    from esper.simic.checkpoint import read_checkpoint
+    from esper.simic.agent.checkpoint import read_checkpoint
 
     trainer = read_checkpoint(args.resume).get("trainer")
     if trainer is None or trainer["config"].get("episodes_per_update") != epu:
@@ -145,13 +145,13 @@ def run(args) -> int:
     if (refused := check_ppo_args(args)) is not None:  # every flag in range for the whole run, and used, or no work
         print(f"esper-train ppo: error: {refused}", file=sys.stderr)
         return 2
-    from esper.simic.vectorized import train_ppo_vectorized  # simic is imported only when PPO is asked for
-    from esper.simic.training import train_ppo
-    from esper.simic.config import TrainingConfig
-    from esper.simic.normalizers import RewardNormalizer
-    from esper.simic.rewards import RewardConfig
-    from esper.simic.parallel_env_state import EpisodeSpec, TaskProblem
-    from esper.simic.run_settings import RunSettings
+    from esper.simic.trainers.vectorized import train_ppo_vectorized  # simic is imported only when PPO is asked for
+    from esper.simic.trainers.training import train_ppo
+    from esper.simic.agent.config import TrainingConfig
+    from esper.simic.agent.normalizers import RewardNormalizer
+    from esper.simic.envs.rewards import RewardConfig
+    from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem
+    from esper.simic.trainers.run_settings import RunSettings
     from esper.tamiyo.episode import EpisodeConfig
     from esper.tamiyo.problems import get_suite
     from esper.tolaria import resolve_device

@@ -20,6 +20,7 @@ from esper.leyline import (
     SeedTelemetry,
     check_transition,
     LIVE_STAGES,
+    TRAINABLE_SEED_STAGES,
     DEFAULT_BLEND_EPOCHS,
     DEFAULT_MIN_TRAINING_EPOCHS,
     DEFAULT_MIN_HOLDING_EPOCHS,
@@ -206,10 +207,6 @@ def check_gate(
     return no(f"no gate leads to {target.name}")
 
 # %% ../../nbs/kasmina/01_slot.ipynb #d59938e7
-#: Stages in which the seed's output is part of the forward pass.
-_ACTIVE = frozenset({SeedStage.TRAINING, SeedStage.BLENDING, SeedStage.HOLDING, SeedStage.FOSSILIZED})
-
-
 class SeedSlot(nn.Module):
     "An injection point after one host block; the identity until a seed grows in it."
 
@@ -246,7 +243,7 @@ class SeedSlot(nn.Module):
         return 0.0 if self.state is None else self.state.alpha
 
     def forward(self, h: torch.Tensor) -> torch.Tensor:
-        if self.seed is None or self.stage not in _ACTIVE:
+        if self.seed is None or self.stage not in TRAINABLE_SEED_STAGES:
             return h
         if self._forced_alpha is not None:
             return h + self._forced_alpha * self.seed(h)

@@ -7,13 +7,19 @@ __all__ = ['DEFAULT_GAMMA', 'DEFAULT_GAE_LAMBDA', 'DEFAULT_CLIP_RATIO', 'DEFAULT
            'DEFAULT_ENTROPY_COEF_MIN', 'DEFAULT_VALUE_COEF', 'DEFAULT_MAX_GRAD_NORM', 'DEFAULT_N_PPO_EPOCHS',
            'DEFAULT_BATCH_SIZE', 'DEFAULT_TARGET_KL', 'DEFAULT_HIDDEN_DIM', 'DEFAULT_LSTM_HIDDEN_DIM',
            'DEFAULT_BLEND_EPOCHS', 'DEFAULT_MIN_TRAINING_EPOCHS', 'DEFAULT_MIN_HOLDING_EPOCHS',
-           'DEFAULT_EMBARGO_EPOCHS', 'SIGNAL_FEATURE_DIM', 'BASE_FEATURE_DIM']
+           'DEFAULT_EMBARGO_EPOCHS', 'SIGNAL_FEATURE_DIM', 'BASE_FEATURE_DIM', 'SeedStage', 'VALID_TRANSITIONS',
+           'LIVE_STAGES', 'TRAINABLE_SEED_STAGES', 'BLOCKED_STAGES', 'TERMINAL_STAGES', 'IllegalTransitionError',
+           'is_valid_transition', 'check_transition', 'is_live', 'transition_table', 'LifecycleOp', 'BLUEPRINTS',
+           'BlendAlgorithm', 'HEAD_NAMES', 'FlatAction', 'flat_to_op', 'op_to_flat', 'N_FLAT_ACTIONS',
+           'factored_head_sizes', 'ActionSpace', 'DEFAULT_ACTION_SPACE', 'flat_germinations', 'SEED_TELEMETRY_DIM',
+           'SeedTelemetry', 'TelemetryEventType', 'LIFECYCLE_EVENTS', 'TelemetryEvent']
 
 # %% ../../nbs/leyline/03_leyline.ipynb #5342cfa0
 from esper.leyline.lifecycle import (
     SeedStage,
     VALID_TRANSITIONS,
     LIVE_STAGES,
+    TRAINABLE_SEED_STAGES,
     BLOCKED_STAGES,
     TERMINAL_STAGES,
     IllegalTransitionError,
@@ -68,10 +74,11 @@ SIGNAL_FEATURE_DIM: int = 30  # base observation features before the blueprint o
 BASE_FEATURE_DIM: int = SIGNAL_FEATURE_DIM + len(BLUEPRINTS)  # the whole base observation, default menu: 35
 
 # %% ../../nbs/leyline/03_leyline.ipynb #c1374953
-__all__ = [
+_all_ = [
     "SeedStage",
     "VALID_TRANSITIONS",
     "LIVE_STAGES",
+    "TRAINABLE_SEED_STAGES",
     "BLOCKED_STAGES",
     "TERMINAL_STAGES",
     "IllegalTransitionError",

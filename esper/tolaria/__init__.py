@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['EpochMetrics', 'resolve_device', 'seed_everything', 'train_step', 'train_epoch', 'validate', 'make_sgd',
-           'EpochRunner', 'TRAINABLE_SEED_STAGES', 'TolariaGovernor', 'GovernorVerdict', 'GovernorError',
-           'SeedGradientCollector', 'materialize_grad_stats', 'LR_SCHEDULES', 'lr_factor']
+           'EpochRunner', 'TolariaGovernor', 'GovernorVerdict', 'GovernorError', 'SeedGradientCollector',
+           'materialize_grad_stats', 'LR_SCHEDULES', 'lr_factor']
 
 # %% ../../nbs/tolaria/01_tolaria.ipynb #23da97ec
 from esper.tolaria.trainer import (
@@ -19,7 +19,6 @@ from esper.tolaria.trainer import (
 )
 from esper.tolaria.governor import (
     EpochRunner,
-    TRAINABLE_SEED_STAGES,
     TolariaGovernor,
     GovernorVerdict,
     LR_SCHEDULES,
@@ -38,7 +37,6 @@ _all_ = [
     "validate",
     "make_sgd",
     "EpochRunner",
-    "TRAINABLE_SEED_STAGES",
     "TolariaGovernor",
     "GovernorVerdict",
     "GovernorError",
