@@ -98,7 +98,9 @@ docs-check: docs
 
 # README.md is generated from nbs/index.ipynb (nbdev_readme needs Quarto, which these machines lack).
 # (a recipe of its own, not a sub-make, so that `make -o $(STAMP) export` never reinstalls the package)
-README_CMD = $(BIN)/jupyter nbconvert --log-level WARN --to markdown --output-dir . --output README nbs/index.ipynb
+# Links between notebooks are relative to nbs/; in README.md (at the root) they point into nbs/.
+README_CMD = $(BIN)/jupyter nbconvert --log-level WARN --to markdown --output-dir . --output README nbs/index.ipynb \
+	&& sed -i -E 's|\]\(([A-Za-z0-9_./-]+\.ipynb)|](nbs/\1|g' README.md
 readme: $(STAMP)
 	$(README_CMD)
 

@@ -12,7 +12,16 @@ DevTools Protocol on a pipe (`--remote-debugging-pipe`: no port, no extra packag
   and no show_doc the preview could not render (`.doc-missing`);
 * images: every `<img>` loaded (`naturalWidth > 0`);
 * network: every request the page makes is file:, data: or blob: (anything else is recorded, blocked and
-  reported), and no file:// request fails.
+  reported), and no file:// request fails;
+* length: no page's prose (the text outside code, outputs and API blocks) is over 6,000 words.
+
+And over the whole site:
+
+* API reference: every public function and class the `esper` package exports (the names in each module's
+  `__all__` that the module defines itself) has a rendered API block (`.doc-item[data-api]`, as nbdev's docs build
+  adds one for each) on some page, and every API block lists each of its parameters (`data-nparams` rows);
+* landing page: README.md (generated from nbs/index.ipynb) is at most 160 lines, and index.html shows a figure
+  before its list of chapters.
 
 It saves `_screenshots/index.png` and `_screenshots/chapter.png` in the folder, prints a summary and exits 1
 with the list of failures if there is any (2 when Chromium cannot be started).
@@ -40,6 +49,9 @@ RESOURCE_ATTRS = {"script": "src", "link": "href", "img": "src", "iframe": "src"
                   "audio": "src", "embed": "src", "object": "data", "track": "src"}
 MARKUP = re.compile(r":::|\{[.#][\w-]|\{target=|\{style=")
 PAGE_TIMEOUT = 30.0
+MAX_WORDS = 6000          # prose words on one page
+MAX_LANDING_LINES = 160   # README.md, i.e. nbs/index.ipynb rendered (about 150)
+ROOT = Path(__file__).resolve().parents[1]
 
 PROBE = r"""(() => {
   const side = document.querySelector('nav#sidebar');
@@ -63,6 +75,14 @@ PROBE = r"""(() => {
     markup: hits,
     missing_docs: [...document.querySelectorAll('.doc-missing')].map(e => e.closest('.doc-item')?.innerText.split('\n')[0] || '?'),
     math: document.getElementsByTagName('math').length,
+    api: [...document.querySelectorAll('.doc-item[data-api]')].map(e => [e.dataset.api, +e.dataset.nparams,
+          e.querySelectorAll('tr.doc-param').length]),
+    words: (() => { const m = document.querySelector('main'); if (!m) return 0; const c = m.cloneNode(true);
+          c.querySelectorAll('.doc-item, .input_area, .output_area, .output, pre, nav.pager, section.chapters, math')
+           .forEach(e => e.remove());
+          return (c.textContent.match(/[A-Za-z0-9][\w'’.,:;%±-]*/g) || []).length; })(),
+    figures: (() => { const m = document.querySelector('main'); if (!m) return 0;
+          return [...m.querySelectorAll('img, svg')].filter(e => !e.closest('section.chapters')).length; })(),
   };
 })()"""
 
@@ -171,6 +191,31 @@ def ids_of(path: Path, cache: dict) -> set[str]:
     return cache[path]
 
 
+def exported_api() -> dict[str, str]:
+    """{"module.qualname": module} for every public function and class of the `esper` package: the names of each
+    module's `__all__` (nbdev writes it from the `#| export` cells) that the module itself defines with a `def` or
+    `class` statement (nbdev's index of them, `esper/_modidx.py`): the names nbdev's docs build documents."""
+    import importlib, inspect, pkgutil
+    sys.path.insert(0, str(ROOT))
+    import esper
+    from esper._modidx import d as modidx
+    statements = {sym for syms in modidx["syms"].values() for sym in syms}
+    found = {}
+    for info in pkgutil.walk_packages(esper.__path__, "esper."):
+        if info.name.rsplit(".", 1)[-1].startswith("_"): continue
+        try: mod = importlib.import_module(info.name)
+        except Exception as e:
+            print(f"docs-check: note: cannot import {info.name} ({type(e).__name__}: {e}); its API is not checked"); continue
+        for name in getattr(mod, "__all__", []):
+            obj = getattr(mod, name, None)
+            if name.startswith("_") or not (inspect.isclass(obj) or inspect.isfunction(obj)): continue
+            # defined in this module under this name (not an alias, a re-export or a function that a call made)
+            if getattr(obj, "__module__", None) != mod.__name__ or getattr(obj, "__name__", None) != name: continue
+            if f"{mod.__name__}.{name}" not in statements: continue
+            found[f"{mod.__name__}.{obj.__qualname__}"] = mod.__name__
+    return found
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("site", nargs="?", default="_preview")
@@ -264,6 +309,9 @@ def main() -> int:
         if v["brand"] != index_uri: fail(p, f"top bar has no link to the index (got {v['brand']})", "navigation")
         if v["pager"] < 1: fail(p, "no previous/next links", "navigation")
         for hit in v["markup"]: fail(p, f"raw Quarto markup in the text: ...{hit.strip()!r}...", "raw markup")
+        if v["words"] > MAX_WORDS: fail(p, f"{v['words']:,} words of prose (at most {MAX_WORDS:,})", "page length")
+        for api, nparams, rows in v["api"]:
+            if rows != nparams: fail(p, f"API block {api}: {rows} parameter rows for {nparams} parameters", "API reference")
         for d in v["missing_docs"]: fail(p, f"show_doc not rendered: {d}", "raw markup")
         n_math += v["math"]
         for src, _, width in [(s, c, w) for s, c, w in v["images"]]:
@@ -289,6 +337,20 @@ def main() -> int:
                 if frag not in have:
                     fail(p, f"broken anchor {shown}: no id {frag!r} in {target.relative_to(site).as_posix()}", "broken link")
 
+    # the API reference: every exported public function and class has its block somewhere on the site
+    expected = exported_api()
+    shown = {api for v in results.values() for api, _, _ in v["api"]}
+    missing = sorted(set(expected) - shown)
+    for api in missing: fail(api, "exported, but no page has its API block (show_doc)", "API reference")
+    n_blocks = sum(len(v["api"]) for v in results.values())
+    # the landing page: short, with a figure
+    readme = ROOT / "README.md"
+    n_lines = len(readme.read_text().splitlines()) if readme.exists() else 0
+    if n_lines > MAX_LANDING_LINES: fail("README.md", f"{n_lines} lines (the landing page: at most {MAX_LANDING_LINES})", "landing page")
+    index = results.get(site / "index.html")
+    if index is not None and index["figures"] < 1: fail("index.html", "no figure on the landing page", "landing page")
+    longest = max(results.items(), key=lambda kv: kv[1]["words"], default=(None, {"words": 0}))
+
     n_requests = sum(len(u) for u in requests.values())
     secs = time.monotonic() - t0
     print(f"docs-check: {len(results)}/{len(pages)} pages loaded in headless Chromium in {secs:.1f} s")
@@ -298,6 +360,11 @@ def main() -> int:
     print(f"  images: {n_images} ({sum(1 for v in results.values() for i in v['images'] if not i[2])} not loading); "
           f"formulas (MathML): {n_math}")
     print(f"  requests: {n_requests} in all, {len(external)} leaving the machine")
+    print(f"  API reference: {len(expected)} exported public functions and classes, {len(expected) - len(missing)} "
+          f"with an API block; {n_blocks} API blocks in all")
+    print(f"  landing page: README.md {n_lines} lines, {index['figures'] if index else 0} figure(s) on index.html; "
+          f"longest page {longest[1]['words']:,} words of prose"
+          + (f" ({longest[0].relative_to(site).as_posix()})" if longest[0] else ""))
     print(f"  screenshots: {site / '_screenshots' / 'index.png'}, {site / '_screenshots' / 'chapter.png'}")
     if failures:
         kinds = sorted({k for k, _ in failures})
@@ -310,7 +377,8 @@ def main() -> int:
             if len(msgs) > 60: print(f"  ... and {len(msgs) - 60} more")
         return 1
     print("docs-check passed: every page has the sidebar, top bar and previous/next links; no broken link or anchor; "
-          "no raw Quarto markup; every image loads; no request left the machine")
+          "no raw Quarto markup; every image loads; no request left the machine; every exported function and class "
+          "has its API block with its parameters; no page over 6,000 words; a short landing page with a figure")
     return 0
 
 

@@ -5,14 +5,22 @@
 nbdev's Quarto build (which makes the published site) is not available on these machines, so this renders
 the same notebooks the way a reader sees them there, and nothing in the result loads from the network:
 
-* nbdev directives (`#| ...`) removed, `#| hide` cells and the `default_exp` cell dropped, no In/Out prompts;
-  the `# Title` and `> summary` lines of each notebook become the page's title block.
+* Each notebook first goes through nbdev's own `add_show_docs` processor (the one `nbdev_docs` runs), which puts a
+  `show_doc(name)` cell after each `#| export` cell for every public function and class it defines, unless the
+  notebook already documents it. Then, as nbdev's `rm_export` and `hide_` do, the code of `#| export` / `#| exporti`
+  cells is hidden (their outputs stay), `#| hide` cells and the `default_exp` cell are dropped; directives
+  (`#| ...`) are removed and there are no In/Out prompts. The `# Title` and `> summary` lines of each notebook become
+  the page's title block.
+* Folders the site excludes (`!pattern` entries of `project.render` in `nbs/_quarto.yml`, e.g. `results/`) are
+  not rendered.
 * Navigation as on the Quarto site: a sidebar from `nbs/sidebar.yml` (same sections and order, `auto:` globs
-  expanded in sorted order), a top bar (project name -> index, one link per section), previous/next links in
+  expanded in sorted order), a top bar (project name -> index, one link per section, "Kasmina: seeds" from the
+  section "Kasmina — seeds"), previous/next links in
   sidebar order, an "on this page" list. Heading ids follow Pandoc's rules (`## Payload conventions` ->
   `#payload-conventions`), and relative links to `*.ipynb` (with or without `#anchor`) point at the `.html`.
 * `show_doc(...)` cells are rendered from the exported `esper` objects (signature, docstring and a parameter
-  table from the `# comment` docments), falling back to the notebook's stored output with its Quarto markup
+  table from the `# comment` docments; the block carries `data-api="module.qualname"` and `data-nparams`, which
+  `docs_check.py` checks), falling back to the notebook's stored output with its Quarto markup
   (`---`, `{target=...}`, `:::`) turned into plain HTML when the object cannot be imported.
 * `$...$` and `$$...$$` in markdown cells become MathML at build time (latex2mathml), which Chromium and
   Firefox render natively: no MathJax, no CDN.
@@ -33,10 +41,12 @@ import html
 import importlib
 import inspect
 import io
+import json
 import re
 import sys
 import textwrap
 import tokenize
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,8 +113,31 @@ def title_block(nb) -> tuple[str, str]:
     return "", ""
 
 
+def nbdev_read(path: Path):
+    """The notebook with the `show_doc` cells nbdev's docs build adds (its `add_show_docs` processor), as nbformat.
+
+    nbdev_docs runs this processor before Quarto renders the page: every public function and class an exported
+    cell defines gets a `show_doc(name)` cell right after it, unless the notebook already calls show_doc on it."""
+    from execnb.nbio import read_nb
+    from nbdev.process import NBProcessor
+    from nbdev.processors import add_show_docs
+    raw = read_nb(path)
+    NBProcessor(nb=raw, procs=[add_show_docs]).process()
+    keep = {"code": ("cell_type", "metadata", "source", "outputs", "execution_count"),
+            "markdown": ("cell_type", "metadata", "source", "attachments"), "raw": ("cell_type", "metadata", "source")}
+    cells = []
+    for c in raw.cells:
+        cell = {k: c[k] for k in keep.get(c["cell_type"], ()) if k in c}
+        cell.setdefault("metadata", {})
+        cell["id"] = c.get("id") or f"sd{len(cells)}"  # a show_doc cell nbdev added has none
+        if c["cell_type"] == "code": cell.setdefault("outputs", []); cell.setdefault("execution_count", None)
+        cells.append(cell)
+    d = {"cells": cells, "metadata": dict(raw.get("metadata", {})), "nbformat": 4, "nbformat_minor": 5}
+    return nbformat.reads(json.dumps(d, default=str), as_version=4)  # rejoins multi-line strings, as nbformat.read
+
+
 def reader_view(nb):
-    "Drop hidden cells and directive lines, as the published docs do."
+    "Drop hidden cells, hide exported code and drop directive lines, as the published docs do (nbdev's rm_export)."
     cells = []
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -112,6 +145,7 @@ def reader_view(nb):
             if any(d.startswith(("hide", "default_exp")) or d.replace(" ", "") in ("include:false",) for d in ds):
                 continue
             cell.source = "\n".join(l for l in cell.source.splitlines() if not _directive.match(l)).strip("\n")
+            if any(d.split()[0] in ("export", "exporti") for d in ds if d): cell.source = ""
             if any(d.replace(" ", "") == "echo:false" for d in ds): cell.source = ""
             if any(d.replace(" ", "") == "output:false" for d in ds): cell.outputs = []
             if not cell.source and not cell.get("outputs"): continue
@@ -172,6 +206,14 @@ def sidebar(nbs: Path) -> list[tuple[str, list[Path]]]:
     sections.append(("", top))
     expand(contents, top)
     return sections
+
+
+def excluded_globs(nbs: Path) -> list[str]:
+    "Notebook globs the site leaves out: the `!pattern` entries of `project.render` in `_quarto.yml`."
+    path = nbs / "_quarto.yml"
+    spec = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    pats = [r[1:] for r in spec.get("project", {}).get("render", []) or [] if isinstance(r, str) and r.startswith("!")]
+    return [q for pat in pats for q in ([pat.rstrip("/") + "/*"] if pat.endswith("/") else [pat])]
 
 
 # ---------------------------------------------------------------------------------------------- math
@@ -309,18 +351,38 @@ def source_url(obj, cfg) -> str:
 
 
 def render_doc(obj, name: str, level: int, cfg) -> str:
-    "HTML for one show_doc: heading, source link, signature, docstring, parameter table."
-    sig, params, ret_anno = signature_text(obj, name)
-    docs = param_docs(obj)
+    """HTML for one show_doc: heading, source link, signature, docstring, parameter table.
+
+    A property shows its getter's docstring and type; a TypedDict its keys as the table; a class whose signature
+    Python cannot give (an exception class) its bases."""
     rows = []
-    for p in params:
-        label = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "") + p.name
-        default = "" if p.default is p.empty else repr(p.default)
-        rows.append((label, fmt_anno(p.annotation), default, docs.get(p.name, "")))
-    ret = "" if inspect.isclass(obj) else fmt_anno(ret_anno)
-    if ret or docs.get("return"): rows.append(("Returns", ret, "", docs.get("return", "")))
+    if isinstance(obj, property):
+        fget = obj.fget
+        ret = fmt_anno(inspect.signature(fget).return_annotation)
+        sig, params, docs, target = f"property {name}" + (f" -> {ret}" if ret else ""), [], {}, fget
+        obj = fget
+    elif typing.is_typeddict(obj):
+        docs = param_docs(obj)
+        hints = dict(getattr(obj, "__annotations__", {}))
+        sig, params, target = f"class {name}(TypedDict)", list(hints), obj
+        rows = [(k, fmt_anno(v), "", docs.get(k, "")) for k, v in hints.items()]
+    else:
+        try: sig, params, ret_anno = signature_text(obj, name)
+        except (ValueError, TypeError):
+            if not inspect.isclass(obj): raise
+            bases = ", ".join(b.__name__ for b in obj.__bases__ if b is not object)
+            sig, params, ret_anno = f"class {name}({bases})", [], inspect.Signature.empty
+        docs = param_docs(obj)
+        for p in params:
+            label = {p.VAR_POSITIONAL: "*", p.VAR_KEYWORD: "**"}.get(p.kind, "") + p.name
+            default = "" if p.default is p.empty else repr(p.default)
+            rows.append((label, fmt_anno(p.annotation), default, docs.get(p.name, "")))
+        ret = "" if inspect.isclass(obj) else fmt_anno(ret_anno)
+        if ret or docs.get("return"): rows.append(("Returns", ret, "", docs.get("return", "")))
+        target = inspect.unwrap(obj)
     url = source_url(obj, cfg)
-    out = ["<div class='doc-item'>"]
+    api = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', name)}"
+    out = [f"<div class='doc-item' data-api='{html.escape(api)}' data-nparams='{len(params)}'>"]
     if url: out.append(f"<a class='doc-source' href='{html.escape(url)}' target='_blank' rel='noopener'>source</a>")
     out.append(f"<h{level} class='doc-name'>{html.escape(name)}</h{level}>")
     out.append(f"<div class='doc-signature'>{highlight(sig, PythonLexer(), HtmlFormatter(nowrap=False))}</div>")
@@ -330,7 +392,7 @@ def render_doc(obj, name: str, level: int, cfg) -> str:
         out.append("<table class='doc-params'><thead><tr><th></th><th>Type</th><th>Default</th><th>Details</th>"
                    "</tr></thead><tbody>")
         for label, anno, default, d in rows:
-            cls = " class='doc-returns'" if label == "Returns" else ""
+            cls = " class='doc-returns'" if label == "Returns" else " class='doc-param'"
             out.append(f"<tr{cls}><td><code>{html.escape(label)}</code></td><td><code>{html.escape(anno)}</code></td>"
                        f"<td><code>{html.escape(default)}</code></td><td>{_inline_md(d)}</td></tr>")
         out.append("</tbody></table>")
@@ -476,12 +538,12 @@ CSS = """
 html{scroll-padding-top:4rem}
 body{margin:0;font:16px/1.6 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,sans-serif;color:var(--fg)}
 a{color:var(--accent);text-decoration:none}a:hover{text-decoration:underline}
-.topbar{position:sticky;top:0;z-index:10;display:flex;align-items:center;gap:1.2rem;padding:.55rem 1.2rem;
+.topbar{position:sticky;top:0;z-index:10;display:flex;align-items:center;gap:.3rem 1rem;padding:.45rem 1.2rem;
   background:var(--accent);color:#fff;flex-wrap:wrap}
 .topbar a{color:#fff}.topbar .brand{font-weight:700;font-size:1.15rem}
-.topbar nav{display:flex;gap:.9rem;flex-wrap:wrap;font-size:.92rem}.topbar nav a{opacity:.9}
+.topbar nav{display:flex;gap:.15rem .8rem;flex-wrap:wrap;font-size:.84rem}.topbar nav a{opacity:.9;white-space:nowrap}
 .topbar nav a.active{opacity:1;text-decoration:underline}
-.topbar .badge{margin-left:auto;font-size:.78rem;opacity:.85}
+.topbar .badge{font-size:.72rem;opacity:.85;white-space:nowrap}
 .layout{display:grid;grid-template-columns:var(--side) minmax(0,1fr) 13rem;gap:2rem;max-width:88rem;margin:0 auto}
 #sidebar{position:sticky;top:3.2rem;align-self:start;max-height:calc(100vh - 3.4rem);overflow:auto;
   padding:1.2rem .4rem 2rem 1.2rem;font-size:.9rem;border-right:1px solid var(--line)}
@@ -550,7 +612,7 @@ def page_html(page: Page, body: str, toc, pages: list[Page], sections: list[tupl
     for name, items in sections:
         if not name or not items: continue
         active = " class='active'" if page.section == name else ""
-        top.append(f"<a href='{e(href(items[0]))}'{active}>{e(name.split(' — ')[0])}</a>")
+        top.append(f"<a href='{e(href(items[0]))}'{active}>{e(name.replace(' — ', ': '))}</a>")
     order = [p for p in pages if p.in_sidebar]
     pager = ["<nav class='pager' aria-label='Previous and next chapter'>"]
     if page in order:
@@ -574,7 +636,7 @@ def page_html(page: Page, body: str, toc, pages: list[Page], sections: list[tupl
 <link rel="stylesheet" href="{up}_static/preview.css">
 </head>
 <body>
-<header class="topbar"><a class="brand" href="{up}index.html">{e(project)}</a><nav aria-label="Sections">{''.join(top)}</nav><span class="badge">offline preview</span></header>
+<header class="topbar"><a class="brand" href="{up}index.html">{e(project)}</a><span class="badge">offline preview</span><nav aria-label="Sections">{''.join(top)}</nav></header>
 <div class="layout">
 {''.join(side)}
 <main id="content">
@@ -632,7 +694,9 @@ def main(src: str, out: str, execute: bool = False) -> int:
     project = cfg.get("title") or cfg.get("lib_name") or "docs"
     sys.path.insert(0, str(ROOT))
 
-    found = {p.relative_to(nbs).as_posix(): p for p in sorted(nbs.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts}
+    excluded = excluded_globs(nbs)
+    found = {p.relative_to(nbs).as_posix(): p for p in sorted(nbs.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts
+             and not any(fnmatch.fnmatch(p.relative_to(nbs).as_posix(), g) for g in excluded)}
     pages: list[Page] = []
     placed: set[str] = set()
     for name, items in sidebar(nbs):
@@ -650,7 +714,7 @@ def main(src: str, out: str, execute: bool = False) -> int:
     sections = [(s, [p for p in pages if p.section == s]) for s in section_names]
 
     for p in pages:
-        nb = nbformat.read(nbs / p.src, as_version=4)
+        nb = nbdev_read(nbs / p.src)
         p.module = default_exp(nb)
         p.reexport_of = reexport_source(nb, p.module)
         if execute:

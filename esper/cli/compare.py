@@ -121,14 +121,14 @@ def plot_comparison(results: dict[str, list[dict[str, Any]]], title: str = ""):
     "Test accuracy against parameters added: a dot per episode, a cross per controller mean."
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6.5, 4))
+    fig, ax = plt.subplots(figsize=(8, 4))
     for i, (name, eps) in enumerate(results.items()):
         x, y = [e["params_added"] for e in eps], [e["final_accuracy"] for e in eps]
         ax.scatter(x, y, color=f"C{i}", alpha=0.6, label=name)
         ax.scatter([statistics.fmean(x)], [statistics.fmean(y)], color=f"C{i}", marker="X", s=140, edgecolor="k")
     ax.set(xlabel="parameters added by seeds", ylabel="test accuracy at the end (%)", title=title)
     ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False)  # beside the data
     fig.tight_layout()
     return fig
 

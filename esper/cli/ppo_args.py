@@ -73,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         choices=("process", "ray"),
         default="process",
         help="where the workers run: process (this machine) or ray (Ray actors, local or on a cluster; "
-        "needs pip install 'esper[ray]') (default: process)",
+        "needs pip install -e '.[ray]' in the checkout) (default: process)",
     )
     a(
         "--ray-address",

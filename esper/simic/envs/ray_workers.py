@@ -17,7 +17,7 @@ def require_ray():
     try:
         import ray
     except ImportError:
-        raise RuntimeError("the Ray backend needs Ray: pip install 'esper[ray]'") from None
+        raise RuntimeError("the Ray backend needs Ray: pip install -e '.[ray]' in the esper checkout") from None
     return ray
 
 
