@@ -52,6 +52,90 @@ def plot_learning_curve(history: list[dict], title: str = ""):
     return fig
 
 # %% ../../nbs/cli/01_baseline.ipynb #3c6c23d2
+def _baseline_epoch(
+    model,  # the host
+    t,  # the task: its loaders
+    opt,  # the host's SGD
+    dev,  # where the host trains
+    epoch: int,  # the epoch's number, from 1
+    lr: float,  # the learning rate, for the diverged run's message and the telemetry
+    hub: TelemetryHub,  # where the epoch is reported
+    history: list[dict],  # one record per epoch: this epoch's is appended
+) -> tuple[dict, dict]:
+    "Train and validate one epoch, record it in `history` and report it; returns the train and validation scores."
+    tr = train_epoch(model, t.train_loader, opt, dev)
+    if not math.isfinite(tr["loss"]):  # a diverged run has nothing to report: say so, write nothing
+        raise ValueError(
+            f"the baseline diverged at epoch {epoch}: train loss {tr['loss']} with learning rate {lr}; "
+            "lower the learning rate (--lr)"
+        )
+    va = validate(model, t.val_loader, dev)
+    history.append(
+        dict(
+            epoch=epoch,
+            train_loss=tr["loss"],
+            train_accuracy=tr["accuracy"],
+            val_loss=va["loss"],
+            val_accuracy=va["accuracy"],
+            seconds=tr["seconds"] + va["seconds"],
+        )
+    )
+    hub.emit(
+        TelemetryEvent(
+            "epoch_completed",
+            {k: v for k, v in history[-1].items() if k != "epoch"} | {"lr": lr},
+            epoch=epoch,
+            step=epoch,
+        )
+    )
+    hub.on_epoch_end()
+    return tr, va
+
+# %% ../../nbs/cli/01_baseline.ipynb #34612766
+def _baseline_epochs(
+    model,  # the host
+    t,  # the task: its loaders, name and host preset
+    opt,  # the host's SGD
+    dev,  # where the host trains
+    epochs: int,  # how many
+    lr: float,  # the learning rate, for the messages and the telemetry
+    hub: TelemetryHub,  # where the epochs and the end are reported
+    history: list[dict],  # one record per epoch is appended
+    progress: bool,  # a progress bar and a line per epoch
+) -> dict:
+    "Train every epoch, then score the test split once; returns its scores."
+    bar = tqdm(
+        range(1, epochs + 1),
+        desc=f"baseline {t.name}/{t.default_host}",
+        unit="epoch",
+        disable=not progress,
+        file=sys.stderr,
+    )
+    for epoch in bar:
+        tr, va = _baseline_epoch(model, t, opt, dev, epoch, lr, hub, history)
+        bar.set_postfix(val_acc=f"{va['accuracy']:.1f}")
+        if progress:
+            tqdm.write(
+                f"epoch {epoch:3d}  train loss {tr['loss']:.4f} acc {tr['accuracy']:5.1f}%  "
+                f"val loss {va['loss']:.4f} acc {va['accuracy']:5.1f}%",
+                file=sys.stdout,
+            )
+    te = validate(model, t.test_loader, dev)  # the test split, scored once: what the summary reports
+    hub.emit(
+        TelemetryEvent(
+            "training_completed",
+            dict(
+                test_accuracy=te["accuracy"],
+                final_val_accuracy=history[-1]["val_accuracy"],
+                best_val_accuracy=max(h["val_accuracy"] for h in history),
+                seconds=sum(h["seconds"] for h in history),
+            ),
+            epoch=epochs,
+        )
+    )
+    return te
+
+# %% ../../nbs/cli/01_baseline.ipynb #640508d1
 def run_baseline(
     task: str = "mnist1d",  # task name
     epochs: int = 30,  # training epochs
@@ -104,61 +188,8 @@ def run_baseline(
             ),
         )
     )
-    bar = tqdm(
-        range(1, epochs + 1),
-        desc=f"baseline {t.name}/{t.default_host}",
-        unit="epoch",
-        disable=not progress,
-        file=sys.stderr,
-    )
     try:
-        for epoch in bar:
-            tr = train_epoch(model, t.train_loader, opt, dev)
-            if not math.isfinite(tr["loss"]):  # a diverged run has nothing to report: say so, write nothing
-                raise ValueError(
-                    f"the baseline diverged at epoch {epoch}: train loss {tr['loss']} with learning rate {lr}; "
-                    "lower the learning rate (--lr)"
-                )
-            va = validate(model, t.val_loader, dev)
-            history.append(
-                dict(
-                    epoch=epoch,
-                    train_loss=tr["loss"],
-                    train_accuracy=tr["accuracy"],
-                    val_loss=va["loss"],
-                    val_accuracy=va["accuracy"],
-                    seconds=tr["seconds"] + va["seconds"],
-                )
-            )
-            hub.emit(
-                TelemetryEvent(
-                    "epoch_completed",
-                    {k: v for k, v in history[-1].items() if k != "epoch"} | {"lr": lr},
-                    epoch=epoch,
-                    step=epoch,
-                )
-            )
-            hub.on_epoch_end()
-            bar.set_postfix(val_acc=f"{va['accuracy']:.1f}")
-            if progress:
-                tqdm.write(
-                    f"epoch {epoch:3d}  train loss {tr['loss']:.4f} acc {tr['accuracy']:5.1f}%  "
-                    f"val loss {va['loss']:.4f} acc {va['accuracy']:5.1f}%",
-                    file=sys.stdout,
-                )
-        te = validate(model, t.test_loader, dev)  # the test split, scored once: what the summary reports
-        hub.emit(
-            TelemetryEvent(
-                "training_completed",
-                dict(
-                    test_accuracy=te["accuracy"],
-                    final_val_accuracy=history[-1]["val_accuracy"],
-                    best_val_accuracy=max(h["val_accuracy"] for h in history),
-                    seconds=sum(h["seconds"] for h in history),
-                ),
-                epoch=epochs,
-            )
-        )
+        te = _baseline_epochs(model, t, opt, dev, epochs, lr, hub, history, progress)
     finally:
         if own_hub:
             hub.close()
@@ -183,7 +214,7 @@ def run_baseline(
         write_files_atomic(out, baseline_files(summary), stale=BASELINE_FILES)
     return summary
 
-
+# %% ../../nbs/cli/01_baseline.ipynb #b90f261f
 #: The result set `baseline` writes into its folder.
 BASELINE_FILES: tuple[str, ...] = ("summary.json", "learning_curve.png")
 

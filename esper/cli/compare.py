@@ -64,7 +64,7 @@ def make_controller(
         return load_ppo_controller(checkpoint, device=device)
     raise ValueError(f"unknown controller {name!r}; choose from {', '.join(CONTROLLERS)}")
 
-
+# %% ../../nbs/cli/04_compare.ipynb #23f97071
 def _mean_std(xs: list[float]) -> tuple[float, float]:
     return statistics.fmean(xs), (statistics.stdev(xs) if len(xs) > 1 else 0.0)
 
@@ -116,7 +116,7 @@ def markdown_table(rows: list[dict[str, Any]], title: str = "") -> str:
         )
     return "\n".join(out) + "\n"
 
-
+# %% ../../nbs/cli/04_compare.ipynb #165fd5e6
 def plot_comparison(results: dict[str, list[dict[str, Any]]], title: str = ""):
     "Test accuracy against parameters added: a dot per episode, a cross per controller mean."
     import matplotlib.pyplot as plt
@@ -133,6 +133,37 @@ def plot_comparison(results: dict[str, list[dict[str, Any]]], title: str = ""):
     return fig
 
 # %% ../../nbs/cli/04_compare.ipynb #e0eca58c
+def _comparison_menu(
+    controllers: tuple[str, ...],  # which controllers
+    seeds: tuple[int, ...],  # their seeds
+    checkpoint: Path | str | None,  # PPO checkpoint for the "ppo" controller
+    out: Path | str | None,  # output folder (None: write nothing)
+    device: str,  # where the policy runs
+    fixed_rule: tuple[str, ...],  # blueprints of the "fixed" controller
+    blueprints: tuple[str, ...],  # the blueprint menu
+) -> ActionSpace:
+    "The comparison's action space, once every argument that would fail a later episode is refused."
+    if not seeds:
+        raise ValueError("seeds must name at least one seed")
+    bad = [c for c in controllers if c not in CONTROLLERS]
+    if bad:
+        raise ValueError(f"unknown controller(s) {bad}; choose from {', '.join(CONTROLLERS)}")
+    actions = ActionSpace(check_blueprint_menu(blueprints))
+    off_menu = [b for b in fixed_rule if b not in actions.blueprints] if "fixed" in controllers else []
+    if off_menu:
+        raise ValueError(f"fixed_rule names {', '.join(off_menu)}, not on the menu {', '.join(actions.blueprints)}")
+    if out is not None:
+        check_output_dir(out, "out")  # checked before the first episode, not after the last
+    if "ppo" in controllers:  # a bad checkpoint, or one of another menu, fails now, before the other controllers run
+        trained = make_controller("ppo", checkpoint=checkpoint, device=device).agent.actions
+        if trained != actions:
+            raise ValueError(
+                f"checkpoint {checkpoint} was trained on the blueprint menu {', '.join(trained.blueprints)}; "
+                f"compare on that menu (blueprints), not {', '.join(actions.blueprints)}"
+            )
+    return actions
+
+# %% ../../nbs/cli/04_compare.ipynb #f7067a72
 def run_comparison(
     task: str = "mnist1d",  # task name
     controllers: tuple[str, ...] = ("static", "random", "heuristic", "fixed"),  # which controllers, in table order
@@ -152,24 +183,7 @@ def run_comparison(
     blueprints: tuple[str, ...] = BLUEPRINTS,  # the blueprint menu every controller grows from
 ) -> dict[str, Any]:
     "Run every controller on every seed; return (and optionally write) the per-episode results and the table."
-    if not seeds:
-        raise ValueError("seeds must name at least one seed")
-    bad = [c for c in controllers if c not in CONTROLLERS]
-    if bad:
-        raise ValueError(f"unknown controller(s) {bad}; choose from {', '.join(CONTROLLERS)}")
-    actions = ActionSpace(check_blueprint_menu(blueprints))
-    off_menu = [b for b in fixed_rule if b not in actions.blueprints] if "fixed" in controllers else []
-    if off_menu:
-        raise ValueError(f"fixed_rule names {', '.join(off_menu)}, not on the menu {', '.join(actions.blueprints)}")
-    if out is not None:
-        check_output_dir(out, "out")  # checked before the first episode, not after the last
-    if "ppo" in controllers:  # a bad checkpoint, or one of another menu, fails now, before the other controllers run
-        trained = make_controller("ppo", checkpoint=checkpoint, device=device).agent.actions
-        if trained != actions:
-            raise ValueError(
-                f"checkpoint {checkpoint} was trained on the blueprint menu {', '.join(trained.blueprints)}; "
-                f"compare on that menu (blueprints), not {', '.join(actions.blueprints)}"
-            )
+    actions = _comparison_menu(controllers, seeds, checkpoint, out, device, fixed_rule, blueprints)
     cfg = EpisodeConfig(
         max_epochs=max_epochs, host=host, max_batches=max_batches, lr_schedule=lr_schedule, param_budget=param_budget
     )
@@ -216,7 +230,7 @@ def run_comparison(
         write_files_atomic(out, comparison_files(res), stale=COMPARISON_FILES)
     return res
 
-
+# %% ../../nbs/cli/04_compare.ipynb #6960b591
 #: The result set `compare` writes into its folder.
 COMPARISON_FILES: tuple[str, ...] = ("comparison.md", "comparison.json", "comparison.png")
 
@@ -317,7 +331,7 @@ def add_parser(subparsers) -> None:
     p.checks.append(_compare_flags_error)
     p.set_defaults(run=run)
 
-
+# %% ../../nbs/cli/04_compare.ipynb #a2a4b292
 def _compare_flags_error(args) -> str | None:
     "The one-line error for a flag of `esper-train compare` that has no effect as combined (None: all are used)."
     for flag in ("controllers", "seeds", "blueprints"):
@@ -342,7 +356,7 @@ def _compare_flags_error(args) -> str | None:
         return "--controllers ppo needs --checkpoint PATH (a file written by esper-train ppo --save)"
     return None
 
-
+# %% ../../nbs/cli/04_compare.ipynb #07b80e96
 def run(args) -> int:
     "Run the comparison from parsed arguments."
     fixed = ("fixed",) if args.suite is None else ()  # a suite's menus may not hold the default rule: asked for only

@@ -48,7 +48,7 @@ def _check_suite_comparison(
                 f"suite {suite.name!r} offers {', '.join(suite.blueprints)}: compare on the suite it was trained on"
             )
 
-
+# %% ../../nbs/cli/04a_compare_suite.ipynb #fc8db058
 def run_suite_comparison(
     suite: Suite | str,  # the problems (or a registered suite's name)
     controllers: tuple[str, ...] = ("static", "random", "heuristic"),  # which controllers, in table order
@@ -108,7 +108,7 @@ def run_suite_comparison(
         write_files_atomic(out, comparison_files(res), stale=COMPARISON_FILES)
     return res
 
-
+# %% ../../nbs/cli/04a_compare_suite.ipynb #015d9866
 def compare_suite_args(
     args,  # the parsed flags of `esper-train compare` with --suite
     controllers: tuple[str, ...],  # the controllers to run, in table order

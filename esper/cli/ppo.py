@@ -137,34 +137,12 @@ def _stopped_line(e: KeyboardInterrupt, save: str | None) -> tuple[str, int]:
         line += "; nothing was saved (--save PATH keeps a checkpoint)"
     return line, status
 
-
-def run(args) -> int:
-    "Run the PPO job from parsed arguments."
-    from esper.cli.ppo_args import check_ppo_args
-
-    if (refused := check_ppo_args(args)) is not None:  # every flag in range for the whole run, and used, or no work
-        print(f"esper-train ppo: error: {refused}", file=sys.stderr)
-        return 2
-    from esper.simic.trainers.vectorized import train_ppo_vectorized  # simic is imported only when PPO is asked for
-    from esper.simic.trainers.training import train_ppo
-    from esper.simic.agent.config import TrainingConfig
-    from esper.simic.agent.normalizers import RewardNormalizer
-    from esper.simic.envs.rewards import RewardConfig
-    from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem
-    from esper.simic.trainers.run_settings import RunSettings
-    from esper.tamiyo.episode import EpisodeConfig
-    from esper.tamiyo.problems import get_suite
-    from esper.tolaria import resolve_device
-
-    epu = args.n_envs if args.vectorized else args.update_every
-    try:
-        done_line = _completed(args, epu) if args.resume else None
-    except (ValueError, FileNotFoundError) as e:
-        print(f"esper-train ppo: error: --resume: {e}", file=sys.stderr)  # the message names the file
-        return 1
-    if done_line is not None:
-        print(done_line)
-        return 0
+# %% ../../nbs/cli/03_ppo.ipynb #a31aff6b
+def _print_plan(
+    args,  # the parsed flags
+    rewards: dict[str, float],  # the reward weights given
+) -> None:
+    "Print the run's schedules and the settings it changes, one line each."
     print(
         annealing_line(
             args.entropy_coef,
@@ -177,7 +155,6 @@ def run(args) -> int:
     )
     if args.lr_end is not None:
         print(f"Learning rate: {args.lr} -> {args.lr_end} over {args.lr_anneal_episodes} episodes", flush=True)
-    rewards = {k: getattr(args, k) for k in REWARD_FLAGS if getattr(args, k) is not None}
     if rewards:
         print("Reward weights: " + ", ".join(f"{k} {v}" for k, v in rewards.items()), flush=True)
     if args.blueprint_offer_episodes:
@@ -188,6 +165,147 @@ def run(args) -> int:
         )
     if args.critic_warmup_episodes:
         print(f"Critic warm-up: the first {args.critic_warmup_episodes} episodes train the critic alone", flush=True)
+
+# %% ../../nbs/cli/03_ppo.ipynb #bcb01464
+def _run_settings(
+    args,  # the parsed flags
+    epu: int,  # episodes per PPO update
+    device: str,  # the policy's device
+    devices: list[str] | None,  # the environments' devices (None: the policy's)
+    workers: int,  # worker processes of a vectorized run
+    population: bool,  # a vectorized run trains its environments as one population
+    rewards: dict[str, float],  # the reward weights given
+):
+    "The run the flags describe, as one `RunSettings`."
+    from esper.simic import EpisodeSpec, RewardConfig, RewardNormalizer, RunSettings, TaskProblem, TrainingConfig
+    from esper.tamiyo.episode import EpisodeConfig
+    from esper.tamiyo.problems import get_suite
+
+    config = TrainingConfig(
+        lr=args.lr,
+        lr_end=args.lr_end,
+        clip_ratio=args.clip_ratio,
+        gamma=args.gamma,
+        gae_lambda=args.gae_lambda,
+        germinate_gae_lambda=args.germinate_gae_lambda,
+        entropy_coef=args.entropy_coef,
+        entropy_coef_start=args.entropy_coef_start,
+        entropy_coef_end=args.entropy_coef_end,
+        blueprint_entropy_coef=args.blueprint_entropy_coef,
+        critic_warmup_steps=args.critic_warmup_episodes // epu,
+        recurrent=args.recurrent,
+        fast_update=args.fast_update,
+    )
+    devices = tuple(devices or ()) or None
+    if args.suite is not None:  # its problems set task, host, budgets and length; the flags, how episodes train
+        suite = get_suite(args.suite)
+        print(f"Suite {suite.name} v{suite.version}: {', '.join(suite.names)}, one per task seed", flush=True)
+        spec = EpisodeSpec(suite, RewardConfig(**rewards), devices, EpisodeConfig(lr_schedule=args.lr_schedule))
+    else:  # the one problem the loose flags describe
+        episodes = EpisodeConfig(
+            max_epochs=args.max_epochs,
+            host=args.host,
+            max_batches=args.max_batches,
+            lr_schedule=args.lr_schedule,
+            param_budget=args.param_budget,
+        )
+        spec = EpisodeSpec(TaskProblem(args.task, episodes), RewardConfig(**rewards), devices)
+    vec = args.vectorized
+    return RunSettings(  # the whole run, once: the trainers read every setting from here
+        spec,
+        config,
+        n_episodes=args.episodes,
+        episodes_per_update=epu,
+        parallel=vec,
+        device=device,
+        factored=args.factored,
+        seed=args.seed,
+        episodes_per_task_seed=args.episodes_per_task_seed,
+        group_baseline=args.group_baseline,
+        entropy_anneal_episodes=args.entropy_anneal_episodes,
+        lr_anneal_episodes=args.lr_anneal_episodes,
+        blueprint_offer_episodes=args.blueprint_offer_episodes,
+        save_path=args.save,
+        resume=args.resume,
+        checkpoint_every=args.checkpoint_every,
+        workers=workers if vec else 0,
+        backend=args.backend if vec else "process",
+        ray_address=args.ray_address if vec else None,
+        population=population,
+        agent_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else {},
+    )
+
+# %% ../../nbs/cli/03_ppo.ipynb #cecb969b
+def _train(
+    args,  # the parsed flags
+    settings,  # the run, as `_run_settings` built it
+    workers: int,  # worker processes of a vectorized run
+    population: bool,  # a vectorized run trains its environments as one population
+) -> None:
+    "Train the run under its outputs' locks; print its results and write its history."
+    from esper.simic import train_ppo, train_ppo_vectorized
+
+    with guarded_outputs({"--telemetry-dir": args.telemetry_dir}, {"--save": args.save}):
+        rewound = prepare_outputs(args)
+        if rewound:
+            print(rewound, flush=True)
+        hub = (
+            make_hub(args.telemetry_dir, args.telemetry_level, console=False)
+            if args.telemetry_dir
+            else TelemetryHub("off")
+        )
+        try:
+            if args.vectorized:
+                where = (
+                    "in this process" + (" as one population" if population else "")
+                    if not workers
+                    else f"in {min(workers, args.n_envs)} "
+                    + ("Ray actors" if args.backend == "ray" else "worker processes")
+                )
+                print(f"stepping {args.n_envs} environments {where}", flush=True)
+                agent, hist = train_ppo_vectorized(settings, hub, progress=not args.no_progress)
+            else:
+                agent, hist = train_ppo(settings, hub=hub, progress=not args.no_progress)
+        except KeyboardInterrupt as e:  # the history beside the checkpoint matches what the checkpoint holds
+            if getattr(e, "checkpoint", None):
+                write_json_atomic(Path(str(args.save) + ".history.json"), e.history[: e.batches_saved])
+            raise
+        finally:
+            hub.close()
+        if hist:  # the results on the screen first: a history that cannot be written loses nothing shown
+            h = hist[-1]
+            ent = ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in h.items() if k.startswith("head_entropy/"))
+            print(
+                f"done: {h['episodes']} episodes, {agent.train_steps} PPO updates; "
+                f"last batch's validation accuracy {h['avg_accuracy']:.2f}%, "
+                f"explained variance {h.get('explained_variance', float('nan')):.3f}, "
+                f"entropy per head: {ent}",
+                flush=True,
+            )
+        if args.save:
+            write_json_atomic(Path(str(args.save) + ".history.json"), hist)
+
+# %% ../../nbs/cli/03_ppo.ipynb #d0f7e4db
+def run(args) -> int:
+    "Run the PPO job from parsed arguments."
+    from esper.cli.ppo_args import check_ppo_args
+
+    if (refused := check_ppo_args(args)) is not None:  # every flag in range for the whole run, and used, or no work
+        print(f"esper-train ppo: error: {refused}", file=sys.stderr)
+        return 2
+    from esper.tolaria import resolve_device
+
+    epu = args.n_envs if args.vectorized else args.update_every
+    try:
+        done_line = _completed(args, epu) if args.resume else None
+    except (ValueError, FileNotFoundError) as e:
+        print(f"esper-train ppo: error: --resume: {e}", file=sys.stderr)  # the message names the file
+        return 1
+    if done_line is not None:
+        print(done_line)
+        return 0
+    rewards = {k: getattr(args, k) for k in REWARD_FLAGS if getattr(args, k) is not None}
+    _print_plan(args, rewards)
     try:
         device = str(resolve_device(args.device))
         devices = [str(resolve_device(d)) for d in args.devices] if args.devices else None
@@ -198,98 +316,8 @@ def run(args) -> int:
     population, workers = placement(args.population, args.workers, args.n_envs, on_cuda)
     population = population and args.vectorized
     try:
-        config = TrainingConfig(
-            lr=args.lr,
-            lr_end=args.lr_end,
-            clip_ratio=args.clip_ratio,
-            gamma=args.gamma,
-            gae_lambda=args.gae_lambda,
-            germinate_gae_lambda=args.germinate_gae_lambda,
-            entropy_coef=args.entropy_coef,
-            entropy_coef_start=args.entropy_coef_start,
-            entropy_coef_end=args.entropy_coef_end,
-            blueprint_entropy_coef=args.blueprint_entropy_coef,
-            critic_warmup_steps=args.critic_warmup_episodes // epu,
-            recurrent=args.recurrent,
-            fast_update=args.fast_update,
-        )
-        devices = tuple(devices or ()) or None
-        if args.suite is not None:  # its problems set task, host, budgets and length; the flags, how episodes train
-            suite = get_suite(args.suite)
-            print(f"Suite {suite.name} v{suite.version}: {', '.join(suite.names)}, one per task seed", flush=True)
-            spec = EpisodeSpec(suite, RewardConfig(**rewards), devices, EpisodeConfig(lr_schedule=args.lr_schedule))
-        else:  # the one problem the loose flags describe
-            episodes = EpisodeConfig(
-                max_epochs=args.max_epochs,
-                host=args.host,
-                max_batches=args.max_batches,
-                lr_schedule=args.lr_schedule,
-                param_budget=args.param_budget,
-            )
-            spec = EpisodeSpec(TaskProblem(args.task, episodes), RewardConfig(**rewards), devices)
-        vec = args.vectorized
-        settings = RunSettings(  # the whole run, once: the trainers read every setting from here
-            spec,
-            config,
-            n_episodes=args.episodes,
-            episodes_per_update=epu,
-            parallel=vec,
-            device=device,
-            factored=args.factored,
-            seed=args.seed,
-            episodes_per_task_seed=args.episodes_per_task_seed,
-            group_baseline=args.group_baseline,
-            entropy_anneal_episodes=args.entropy_anneal_episodes,
-            lr_anneal_episodes=args.lr_anneal_episodes,
-            blueprint_offer_episodes=args.blueprint_offer_episodes,
-            save_path=args.save,
-            resume=args.resume,
-            checkpoint_every=args.checkpoint_every,
-            workers=workers if vec else 0,
-            backend=args.backend if vec else "process",
-            ray_address=args.ray_address if vec else None,
-            population=population,
-            agent_kwargs={"reward_normalizer": RewardNormalizer()} if args.normalize_rewards else {},
-        )
-        with guarded_outputs({"--telemetry-dir": args.telemetry_dir}, {"--save": args.save}):
-            rewound = prepare_outputs(args)
-            if rewound:
-                print(rewound, flush=True)
-            hub = (
-                make_hub(args.telemetry_dir, args.telemetry_level, console=False)
-                if args.telemetry_dir
-                else TelemetryHub("off")
-            )
-            try:
-                if args.vectorized:
-                    where = (
-                        "in this process" + (" as one population" if population else "")
-                        if not workers
-                        else f"in {min(workers, args.n_envs)} "
-                        + ("Ray actors" if args.backend == "ray" else "worker processes")
-                    )
-                    print(f"stepping {args.n_envs} environments {where}", flush=True)
-                    agent, hist = train_ppo_vectorized(settings, hub, progress=not args.no_progress)
-                else:
-                    agent, hist = train_ppo(settings, hub=hub, progress=not args.no_progress)
-            except KeyboardInterrupt as e:  # the history beside the checkpoint matches what the checkpoint holds
-                if getattr(e, "checkpoint", None):
-                    write_json_atomic(Path(str(args.save) + ".history.json"), e.history[: e.batches_saved])
-                raise
-            finally:
-                hub.close()
-            if hist:  # the results on the screen first: a history that cannot be written loses nothing shown
-                h = hist[-1]
-                ent = ", ".join(f"{k.split('/')[1]} {v:.3f}" for k, v in h.items() if k.startswith("head_entropy/"))
-                print(
-                    f"done: {h['episodes']} episodes, {agent.train_steps} PPO updates; "
-                    f"last batch's validation accuracy {h['avg_accuracy']:.2f}%, "
-                    f"explained variance {h.get('explained_variance', float('nan')):.3f}, "
-                    f"entropy per head: {ent}",
-                    flush=True,
-                )
-            if args.save:
-                write_json_atomic(Path(str(args.save) + ".history.json"), hist)
+        settings = _run_settings(args, epu, device, devices, workers, population, rewards)
+        _train(args, settings, workers, population)
     except KeyboardInterrupt as e:
         line, status = _stopped_line(e, args.save)
         print(line, file=sys.stderr)

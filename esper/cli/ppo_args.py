@@ -51,13 +51,13 @@ def _nonneg_float(s: str) -> float:
 def _unit_interval(s: str) -> float:
     return _number_where(s, lambda v: 0 <= v <= 1, "a number in [0, 1]", "in [0, 1]")
 
-
+# %% ../../nbs/cli/03a_ppo_args.ipynb #3924fa37
 #: The reward weights `esper-train ppo` takes, each a `RewardConfig` field of the same name (None: RewardConfig's).
 REWARD_FLAGS = ("contribution_weight", "rent_weight", "unkept_weight")
 
-
-def add_arguments(p: argparse.ArgumentParser) -> None:
-    "Add every flag of `esper-train ppo` to the parser `p`."
+# %% ../../nbs/cli/03a_ppo_args.ipynb #a4ce265a
+def _add_placement_arguments(p: argparse.ArgumentParser) -> None:
+    "Where the environments train: in lockstep or one at a time, in worker processes or Ray actors, as a population."
     a = p.add_argument
     a("--vectorized", action="store_true", help="run --n-envs environments in lockstep (one PPO update per batch)")
     a("--n-envs", type=positive_int, default=4, help="environments per batch with --vectorized (default: 4)")
@@ -90,6 +90,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "model per architecture; see the population chapter); auto: on when the environments train on CUDA in "
         "this process (--workers 0, or a machine with one core) (default: auto)",
     )
+
+# %% ../../nbs/cli/03a_ppo_args.ipynb #72eef1f9
+def _add_size_arguments(p: argparse.ArgumentParser) -> None:
+    "How many episodes, how long each is, how often PPO updates, and on which devices."
+    a = p.add_argument
     a(
         "--n-episodes",
         "--episodes",
@@ -107,6 +112,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     a("--device", default="cpu", help="policy device: cpu, cuda, cuda:N or auto (CUDA when available) (default: cpu)")
     a("--devices", nargs="+", default=None, metavar="DEV", help="env devices, round-robin (default: --device)")
+
+# %% ../../nbs/cli/03a_ppo_args.ipynb #0a2663ef
+def _add_schedule_arguments(p: argparse.ArgumentParser) -> None:
+    "The entropy and learning-rate schedules, and the episodes that offer one blueprint or train the critic alone."
+    a = p.add_argument
     a("--entropy-coef", type=_nonneg_float, default=0.01, help="entropy coefficient when not annealing (default: 0.01)")
     a(
         "--entropy-coef-start",
@@ -161,6 +171,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="the first episodes, a multiple of the episodes per update, train the critic alone: the policy is not "
         "updated from them (default: 0, none)",
     )
+
+# %% ../../nbs/cli/03a_ppo_args.ipynb #62fc8e0c
+def _add_ppo_reward_arguments(p: argparse.ArgumentParser) -> None:
+    "PPO's clip ratio, discount and GAE lambdas, and the reward's weights."
+    a = p.add_argument
     a("--clip-ratio", type=_unit_float, default=0.2, help="PPO clip ratio in (0, 1] (default: 0.2)")
     a("--gamma", type=_unit_float, default=0.99, help="discount in (0, 1] (default: 0.99)")
     a(
@@ -197,6 +212,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="reward: charge per point of contribution of the seeds still live when a run ends "
         "(default: RewardConfig's, 0)",
     )
+
+# %% ../../nbs/cli/03a_ppo_args.ipynb #86e15df1
+def _add_checkpoint_policy_arguments(p: argparse.ArgumentParser) -> None:
+    "Checkpoints and resuming, and the policy: recurrent, factored, grouped episodes, the update's kernels."
+    a = p.add_argument
     a(
         "--save",
         default=None,
@@ -227,6 +247,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "compilation) and use fused Adam: faster, equal to the default update to rounding only",
     )
     a("--factored", action="store_true", help="factored action heads (slot, blueprint, blend, op)")
+
+# %% ../../nbs/cli/03a_ppo_args.ipynb #343a74b9
+def _add_problem_arguments(p: argparse.ArgumentParser) -> None:
+    "Telemetry, the run seed, and the growth problem: task or suite, host, batches, learning-rate schedule, budget."
+    a = p.add_argument
     add_telemetry_arguments(p)
     a("--seed", type=seed_int, default=0, help=f"run seed in [0, {SEED_MAX}]; episode k uses seed + k (default: 0)")
     a("--task", default="mnist1d", choices=TASK_NAMES, help="task (default: mnist1d, offline)")
@@ -256,6 +281,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     a("--no-progress", action="store_true", help="no progress bar or per-batch lines")
 
+# %% ../../nbs/cli/03a_ppo_args.ipynb #0e5de1d2
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    "Add every flag of `esper-train ppo` to the parser `p`."
+    _add_placement_arguments(p)
+    _add_size_arguments(p)
+    _add_schedule_arguments(p)
+    _add_ppo_reward_arguments(p)
+    _add_checkpoint_policy_arguments(p)
+    _add_problem_arguments(p)
+
 # %% ../../nbs/cli/03a_ppo_args.ipynb #a1f0c012
 #: Most environments in one batch: each holds a host, its optimizers and its data loaders in memory.
 MAX_N_ENVS: int = 1024
@@ -274,14 +309,16 @@ def _defaults() -> argparse.Namespace:
     return p.parse_args([])
 
 
-def check_ppo_args(
-    args: argparse.Namespace,  # the parsed flags of `esper-train ppo`
-) -> str | None:
-    "The one-line error for a flag out of range for the whole run, or of no effect as combined (None: all hold)."
-    d = _defaults()
-    given = lambda name: getattr(args, name) != getattr(d, name)
-    epu = args.n_envs if args.vectorized else args.update_every
-    per_update = "--n-envs" if args.vectorized else "--update-every"
+def _per_update(args: argparse.Namespace) -> tuple[int, str]:
+    "Episodes per PPO update, and the flag that sets them."
+    return (args.n_envs, "--n-envs") if args.vectorized else (args.update_every, "--update-every")
+
+# %% ../../nbs/cli/03a_ppo_args.ipynb #cf6c3937
+from collections.abc import Callable
+
+# %% ../../nbs/cli/03a_ppo_args.ipynb #e1ba51e7
+def _placement_error(args: argparse.Namespace, given: Callable[[str], bool]) -> str | None:
+    "The refusal of a flag about where the environments train (None: they all hold)."
     if args.n_envs > MAX_N_ENVS:
         return f"--n-envs {args.n_envs}: at most {MAX_N_ENVS} environments per batch (each holds a host in memory)"
     if not args.vectorized:
@@ -314,6 +351,16 @@ def check_ppo_args(
         return "--backend ray steps the environments in Ray actors: it needs worker processes (--workers N, N >= 1)"
     if args.ray_address is not None and args.backend != "ray":
         return f"--ray-address {args.ray_address} has no effect without --backend ray; add --backend ray"
+    return None
+
+# %% ../../nbs/cli/03a_ppo_args.ipynb #87849a84
+def _schedule_error(
+    args: argparse.Namespace,  # the parsed flags
+    d: argparse.Namespace,  # the flags' defaults
+    given: Callable[[str], bool],  # whether a flag was given (differs from its default)
+) -> str | None:
+    "The refusal of a flag about the problem or a schedule (None: they all hold)."
+    epu, per_update = _per_update(args)
     loose = {k: getattr(d, k) for k in ("task", "host", "max_epochs", "max_batches", "param_budget")}
     if (refused := suite_error(args, loose)) is not None:
         return refused
@@ -345,6 +392,12 @@ def check_ppo_args(
         return (
             f"--blueprint-offer-episodes {args.blueprint_offer_episodes} must be at most --n-episodes {args.episodes}"
         )
+    return None
+
+# %% ../../nbs/cli/03a_ppo_args.ipynb #f22a398a
+def _seeds_outputs_error(args: argparse.Namespace, given: Callable[[str], bool]) -> str | None:
+    "The refusal of a flag about the episodes' seeds or the outputs (None: they all hold)."
+    epu, per_update = _per_update(args)
     g = args.episodes_per_task_seed
     if epu % g:
         return f"--episodes-per-task-seed {g} must divide the episodes per update ({epu}, {per_update})"
@@ -357,3 +410,12 @@ def check_ppo_args(
         return f"--checkpoint-every {args.checkpoint_every} has no effect without --save PATH; add --save"
     why = f"--n-episodes {args.episodes}" + (f" and --episodes-per-task-seed {g}" if g > 1 else "")
     return seed_span_error("--seed", args.seed, (args.episodes - 1) // g + 1, why) or telemetry_level_error(args)
+
+
+def check_ppo_args(
+    args: argparse.Namespace,  # the parsed flags of `esper-train ppo`
+) -> str | None:
+    "The one-line error for a flag out of range for the whole run, or of no effect as combined (None: all hold)."
+    d = _defaults()
+    given = lambda name: getattr(args, name) != getattr(d, name)
+    return _placement_error(args, given) or _schedule_error(args, d, given) or _seeds_outputs_error(args, given)

@@ -95,37 +95,39 @@ class RolloutBuffer:
         ):
             getattr(self, f).clear()
 
-    def advantages(self, last_value: float, gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
-        "GAE advantages and returns for the stored steps."
-        return compute_gae(
-            self.rewards, self.values, self.dones, last_value, gamma, gae_lambda, self.truncated, self.bootstrap_values
-        )
+# %% ../../../nbs/simic/agent/03_buffer.ipynb #fcc47527
+@patch
+def advantages(
+    self: RolloutBuffer, last_value: float, gamma: float, gae_lambda: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    "GAE advantages and returns for the stored steps."
+    return compute_gae(
+        self.rewards, self.values, self.dones, last_value, gamma, gae_lambda, self.truncated, self.bootstrap_values
+    )
 
-    def tensors(
-        self, head_sizes: dict[str, int], device, mask_shapes: dict[str, tuple[int, ...]] | None = None
-    ) -> dict:
-        "Stack the rollout: states `[T, D]`, per-head actions `[T]`, masks `[T, *shape]`, log-probs and values `[T]`."
-        shapes = mask_shapes or {k: (n,) for k, n in head_sizes.items()}
-        masks = None if all(m is None for m in self.masks) else {}  # no masks stored: the update skips masking
-        for k, shape in shapes.items() if masks is not None else ():  # a missing entry allows everything
-            rows = [
-                torch.ones(shape, dtype=torch.bool, device=device)
-                if m is None or k not in m
-                else m[k].reshape(shape).bool().to(device)
-                for m in self.masks
-            ]
-            masks[k] = torch.stack(rows)
-        return {
-            "states": torch.stack([torch.as_tensor(s, dtype=torch.float32).reshape(-1) for s in self.states]).to(
-                device
-            ),
-            "actions": {
-                k: torch.tensor([a[k] for a in self.actions], dtype=torch.long, device=device) for k in head_sizes
-            },
-            "masks": masks,
-            "log_probs": torch.tensor(self.log_probs, dtype=torch.float32, device=device),
-            "values": torch.tensor(self.values, dtype=torch.float32, device=device),
-        }
+
+@patch
+def tensors(
+    self: RolloutBuffer, head_sizes: dict[str, int], device, mask_shapes: dict[str, tuple[int, ...]] | None = None
+) -> dict:
+    "Stack the rollout: states `[T, D]`, per-head actions `[T]`, masks `[T, *shape]`, log-probs and values `[T]`."
+    shapes = mask_shapes or {k: (n,) for k, n in head_sizes.items()}
+    masks = None if all(m is None for m in self.masks) else {}  # no masks stored: the update skips masking
+    for k, shape in shapes.items() if masks is not None else ():  # a missing entry allows everything
+        rows = [
+            torch.ones(shape, dtype=torch.bool, device=device)
+            if m is None or k not in m
+            else m[k].reshape(shape).bool().to(device)
+            for m in self.masks
+        ]
+        masks[k] = torch.stack(rows)
+    return {
+        "states": torch.stack([torch.as_tensor(s, dtype=torch.float32).reshape(-1) for s in self.states]).to(device),
+        "actions": {k: torch.tensor([a[k] for a in self.actions], dtype=torch.long, device=device) for k in head_sizes},
+        "masks": masks,
+        "log_probs": torch.tensor(self.log_probs, dtype=torch.float32, device=device),
+        "values": torch.tensor(self.values, dtype=torch.float32, device=device),
+    }
 
 # %% ../../../nbs/simic/agent/03_buffer.ipynb #a2677d7c
 @dataclass

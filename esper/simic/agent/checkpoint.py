@@ -60,7 +60,7 @@ def stored_actions(
     except (ValueError, TypeError) as e:
         raise ValueError(f"{path}: its stored blueprint menu is invalid: {e}") from None
 
-
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #584f488c
 def save_agent(
     agent,  # the PPOAgent
     path: str | os.PathLike,  # where to write (parent folders are created)
@@ -84,7 +84,7 @@ def save_agent(
     payload.update(extra or {})
     save_torch_atomic(path, payload)  # temp file, fsync, rename: a kill or a full disk leaves the previous file
 
-
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #0a8282fe
 def read_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
     "Load and verify a checkpoint payload (checksums, entries, finite numbers); one-line errors naming `path`."
     verify_archive(path)  # before unpickling: `torch.load` does not check the records' CRC-32s
@@ -133,7 +133,7 @@ def read_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
         check_trainer_state(payload["trainer"], path)
     return payload
 
-
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #d94a5f12
 def _one_line(e: BaseException, limit: int = 300) -> str:
     "An exception's message on one line (torch's `load_state_dict` errors span several)."
     text = " ".join(str(e).split()) or type(e).__name__
@@ -185,7 +185,7 @@ def restore_agent(
     agent.buffer.clear()
     agent.reset_hidden()
 
-
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #e42a3bb5
 def load_agent(agent, path: str | os.PathLike) -> None:
     "Restore `agent` from `path` (architecture must match)."
     restore_agent(agent, read_checkpoint(path, map_location=agent.device), path)
@@ -239,7 +239,7 @@ def verify_archive(path: str | os.PathLike) -> None:
             "use an intact copy or train again"
         )
 
-
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #d998f36c
 def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
@@ -281,7 +281,7 @@ def check_entries(
     if rew is not None and not all(isinstance(rew.get(k), (int, float)) for k in ("mean", "m2", "count")):
         raise ValueError(f"{bad}: reward_normalizer lacks its mean, m2 and count numbers")
 
-
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #3c49ea57
 def first_nonfinite(
     obj,  # a tensor, a number, or dicts/lists/tuples of them
     where: str,  # the name of `obj`, for the message

@@ -112,7 +112,7 @@ PPO_FIELDS: tuple[str, ...] = (
 #: `from_dict` drops them, so that the agent checkpoints written before still load.
 RUN_FIELDS: tuple[str, ...] = ("n_envs", "n_episodes", "max_epochs")
 
-
+# %% ../../../nbs/simic/agent/07_config.ipynb #35b0456c
 @dataclass(slots=True)
 class TrainingConfig:
     "The agent's hyperparameters in a Simic PPO run, validated on construction (the run itself: `RunSettings`)."
@@ -155,45 +155,6 @@ class TrainingConfig:
     def __post_init__(self):
         self._validate()
 
-    def _validate(self) -> None:
-        "Check every field against its range."
-        for name, (lo, hi, li, hi_inc) in _RANGES.items():
-            v = getattr(self, name)
-            if v is None and name in (
-                "target_kl",
-                "entropy_coef_start",
-                "entropy_coef_end",
-                "lr_end",
-                "germinate_gae_lambda",
-            ):
-                continue
-            validate_range(v, name, lo, hi, li, hi_inc)
-        for name, lo in _INT_MIN.items():
-            v = getattr(self, name)
-            if not isinstance(v, int) or isinstance(v, bool) or v < lo:
-                raise ValueError(f"{name} must be an integer in [{lo}, inf) (got {v!r})")
-        for name in ("clip_value", "adaptive_entropy_floor", "recurrent", "fast_update"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"{name} must be True or False (got {getattr(self, name)!r})")
-        if self.lr_anneal_steps and self.lr_end is None:
-            raise ValueError(f"lr_anneal_steps={self.lr_anneal_steps} ramps the learning rate to lr_end: give lr_end")
-
-    def to_ppo_kwargs(self) -> dict[str, Any]:
-        "Keyword arguments for `PPOAgent` (or pass the whole config: `PPOAgent(..., config=self)`)."
-        return {k: getattr(self, k) for k in PPO_FIELDS}
-
-    def to_anomaly_kwargs(self) -> dict[str, Any]:
-        "Keyword arguments for `AnomalyDetector`."
-        return {
-            "max_ratio_threshold": self.anomaly_max_ratio_threshold,
-            "min_ratio_threshold": self.anomaly_min_ratio_threshold,
-            "min_explained_variance": self.anomaly_min_explained_variance,
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        "All fields as a plain dict (for logs and checkpoints)."
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "TrainingConfig":
         "Rebuild from `to_dict`, validated; missing fields take their defaults, unknown ones are a `ValueError`."
@@ -202,6 +163,56 @@ class TrainingConfig:
         if unknown:
             raise ValueError(f"not TrainingConfig fields: {', '.join(unknown)}")
         return cls(**d)
+
+# %% ../../../nbs/simic/agent/07_config.ipynb #82b07ceb
+from fastcore.basics import patch
+
+# %% ../../../nbs/simic/agent/07_config.ipynb #987f767c
+@patch
+def _validate(self: TrainingConfig) -> None:
+    "Check every field against its range."
+    for name, (lo, hi, li, hi_inc) in _RANGES.items():
+        v = getattr(self, name)
+        if v is None and name in (
+            "target_kl",
+            "entropy_coef_start",
+            "entropy_coef_end",
+            "lr_end",
+            "germinate_gae_lambda",
+        ):
+            continue
+        validate_range(v, name, lo, hi, li, hi_inc)
+    for name, lo in _INT_MIN.items():
+        v = getattr(self, name)
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"{name} must be an integer in [{lo}, inf) (got {v!r})")
+    for name in ("clip_value", "adaptive_entropy_floor", "recurrent", "fast_update"):
+        if not isinstance(getattr(self, name), bool):
+            raise ValueError(f"{name} must be True or False (got {getattr(self, name)!r})")
+    if self.lr_anneal_steps and self.lr_end is None:
+        raise ValueError(f"lr_anneal_steps={self.lr_anneal_steps} ramps the learning rate to lr_end: give lr_end")
+
+# %% ../../../nbs/simic/agent/07_config.ipynb #c966b407
+@patch
+def to_ppo_kwargs(self: TrainingConfig) -> dict[str, Any]:
+    "Keyword arguments for `PPOAgent` (or pass the whole config: `PPOAgent(..., config=self)`)."
+    return {k: getattr(self, k) for k in PPO_FIELDS}
+
+
+@patch
+def to_anomaly_kwargs(self: TrainingConfig) -> dict[str, Any]:
+    "Keyword arguments for `AnomalyDetector`."
+    return {
+        "max_ratio_threshold": self.anomaly_max_ratio_threshold,
+        "min_ratio_threshold": self.anomaly_min_ratio_threshold,
+        "min_explained_variance": self.anomaly_min_explained_variance,
+    }
+
+
+@patch
+def to_dict(self: TrainingConfig) -> dict[str, Any]:
+    "All fields as a plain dict (for logs and checkpoints)."
+    return asdict(self)
 
 # %% ../../../nbs/simic/agent/07_config.ipynb #08abf73b
 def resolve_config(

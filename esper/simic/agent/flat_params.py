@@ -62,38 +62,45 @@ class FlatParams:
         for flat in self.flats.values():
             flat.grad.zero_()
 
-    def check(
-        self,
-        module: bool = True,  # also check that the module still holds these parameters (a walk over its modules)
-    ) -> None:
-        "Re-bind gradients that were replaced; raise if a parameter's data no longer lives in its buffer."
-        moved = module and {id(p) for p in self.module.parameters()} != self._ids
-        for p, data, grad in self._views:
-            if moved or p.data.data_ptr() != data.data_ptr() or p.data.shape != data.shape:
-                raise RuntimeError(
-                    "a policy parameter was moved out of its flat buffer (load weights with copy semantics, "
-                    "e.g. load_state_dict without assign=True)"
-                )
-            if p.grad is not grad:
-                if p.grad is not None:
-                    grad.copy_(p.grad)
-                p.grad = grad
+# %% ../../../nbs/simic/agent/13_flat_params.ipynb #30e8265d
+from fastcore.basics import patch
 
-    def clip_grad_norm_(
-        self,
-        max_norm: float,  # largest global 2-norm the gradients may have
-        exact: bool = True,  # sum the norms per tensor, bit for bit as `nn.utils.clip_grad_norm_`; else one per buffer
-    ) -> torch.Tensor:
-        "`nn.utils.clip_grad_norm_`, scaling each flat gradient at once; returns the global norm before clipping."
-        if exact:
-            total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(self._grads, 2.0)), 2.0)
-        else:
-            norms = [torch.linalg.vector_norm(flat.grad, 2.0) for flat in self.flats.values()]
-            total = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms), 2.0)
-        coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
-        for flat in self.flats.values():
-            flat.grad.mul_(coef)
-        return total
+# %% ../../../nbs/simic/agent/13_flat_params.ipynb #8f887e0a
+@patch
+def check(
+    self: FlatParams,
+    module: bool = True,  # also check that the module still holds these parameters (a walk over its modules)
+) -> None:
+    "Re-bind gradients that were replaced; raise if a parameter's data no longer lives in its buffer."
+    moved = module and {id(p) for p in self.module.parameters()} != self._ids
+    for p, data, grad in self._views:
+        if moved or p.data.data_ptr() != data.data_ptr() or p.data.shape != data.shape:
+            raise RuntimeError(
+                "a policy parameter was moved out of its flat buffer (load weights with copy semantics, "
+                "e.g. load_state_dict without assign=True)"
+            )
+        if p.grad is not grad:
+            if p.grad is not None:
+                grad.copy_(p.grad)
+            p.grad = grad
+
+
+@patch
+def clip_grad_norm_(
+    self: FlatParams,
+    max_norm: float,  # largest global 2-norm the gradients may have
+    exact: bool = True,  # sum the norms per tensor, bit for bit as `nn.utils.clip_grad_norm_`; else one per buffer
+) -> torch.Tensor:
+    "`nn.utils.clip_grad_norm_`, scaling each flat gradient at once; returns the global norm before clipping."
+    if exact:
+        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(self._grads, 2.0)), 2.0)
+    else:
+        norms = [torch.linalg.vector_norm(flat.grad, 2.0) for flat in self.flats.values()]
+        total = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms), 2.0)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for flat in self.flats.values():
+        flat.grad.mul_(coef)
+    return total
 
 # %% ../../../nbs/simic/agent/13_flat_params.ipynb #b583842f
 def _moments(entries: list[dict], sizes: list[int], group: int) -> list[dict]:

@@ -39,7 +39,7 @@ def mask_shapes_of(head_sizes: dict[str, int]) -> dict[str, tuple[int, ...]]:
         shapes[conditional_key("op", "slot")] = (head_sizes["slot"], head_sizes["op"])
     return shapes
 
-
+# %% ../../../nbs/simic/agent/02_networks.ipynb #e5f61ba2
 def head_mask(
     name: str,  # the head being sampled or evaluated
     masks: dict[str, torch.Tensor] | None,  # per-head `[..., n]` and conditional `[..., n_parent, n]` masks
@@ -67,7 +67,7 @@ def check_masks(masks: dict[str, torch.Tensor] | None) -> None:
         if m is not None and not bool(m.bool().any(-1).all()):
             raise ValueError(f"action mask for head {name!r} has a row with no valid action")
 
-
+# %% ../../../nbs/simic/agent/02_networks.ipynb #2a359ab8
 def sample_heads(
     logits: dict[str, torch.Tensor],  # per-head logits `[..., n]`
     masks: dict[str, torch.Tensor] | None = None,  # per-head boolean masks `[..., n]`

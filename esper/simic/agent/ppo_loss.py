@@ -41,7 +41,7 @@ def normalize_minibatches(
     rest = advantages[k * size :]
     return out if len(rest) == 0 else torch.cat([out, normalize_advantages(rest)])
 
-
+# %% ../../../nbs/simic/agent/07a_ppo_loss.ipynb #274c77b5
 def ppo_objective(
     logratio: torch.Tensor,  # new minus old joint log-prob of the stored actions `[B]`
     neg_advantages: torch.Tensor,  # minus the normalised advantages `[B]`
@@ -70,7 +70,7 @@ def ppo_objective(
     loss = policy_loss + value_coef * value_loss - entropy_bonus
     return loss, ratio, policy_loss, value_loss, entropy_bonus
 
-
+# %% ../../../nbs/simic/agent/07a_ppo_loss.ipynb #bc8fd673
 def ratio_diagnostics(
     ratio: torch.Tensor,
     logratio: torch.Tensor,  # one minibatch `[B]`, or minibatches of one size stacked `[k, B]`
@@ -89,7 +89,7 @@ def ratio_diagnostics(
             **heads,
         }
 
-
+# %% ../../../nbs/simic/agent/07a_ppo_loss.ipynb #5ab438fc
 def ppo_loss(
     new_log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,  # joint log-probs of the stored actions `[B]`
@@ -174,7 +174,7 @@ def value_diagnostics(values: torch.Tensor, returns: torch.Tensor, advantages: t
         _warned_low_adv_std = True
     return out
 
-
+# %% ../../../nbs/simic/agent/07a_ppo_loss.ipynb #0cfcef6e
 def _same_size_runs(tensors: tuple[torch.Tensor, ...]) -> list[slice]:
     "Runs of consecutive tensors of one shape (an epoch of full minibatches and a shorter last one: two runs)."
     runs, start = [], 0
@@ -207,59 +207,66 @@ class UpdateStats:
         self.minibatches.append((*terms, logratio, head_entropies, grad_norm, stepped))
         self.n_steps += 1
 
-    @torch.no_grad()
-    def end_epoch(self, target_kl: float | None) -> bool:
-        "True when the update should stop: mean approx_kl above `target_kl`, a non-finite ratio/loss or a skipped step."
-        loss, ratio, policy_loss, value_loss, bonus, logratio, heads, grad_norm, stepped = zip(*self.minibatches)
-        self.minibatches = []
-        parts, finite = [], []
-        for run in _same_size_runs(ratio):  # the diagnostics of each run of equal minibatches in one go
-            r, lr = torch.stack(ratio[run]), torch.stack(logratio[run])
-            hs = {k: torch.stack([h[k] for h in heads[run]]) for k in heads[0]}
-            parts.append(ratio_diagnostics(r, lr, hs, self.clip_ratio))
-            finite.append(torch.isfinite(r).all())
-            if self.debug:  # NaN/Inf breakdown only when asked for
-                self.nan_inf.append(torch.stack([lr.isnan().any(), r.isinf().any()]))
-        diag = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
-        loss, stepped = torch.stack(loss), torch.stack(stepped)
-        columns = {
-            "policy_loss": torch.stack(policy_loss),
-            "value_loss": torch.stack(value_loss),
-            "entropy_loss": -torch.stack(bonus),
-            **diag,
-            "total_loss": loss,
-            "grad_norm": torch.stack(grad_norm),
-            "skipped": ~stepped,
-        }
-        self.keys = list(columns)
-        self.tables.append(torch.stack([c.float() for c in columns.values()], 1))
-        ok = torch.stack(finite).all() & torch.isfinite(loss).all()
-        kl, ok, all_stepped = torch.stack([diag["approx_kl"].mean(), ok.float(), stepped.all().float()]).tolist()
-        self.all_finite = self.all_finite and ok == 1.0
-        return not self.all_finite or all_stepped != 1.0 or (target_kl is not None and kl > target_kl)
+# %% ../../../nbs/simic/agent/07a_ppo_loss.ipynb #75694df9
+from fastcore.basics import patch
 
-    def summary(self) -> dict:
-        "Means over the update's minibatches (extremes for the ratio and the gradient norm), read at once."
-        table = torch.cat(self.tables).cpu()
-        means, maxs, mins = table.mean(0).tolist(), table.max(0).values.tolist(), table.min(0).values.tolist()
-        col = {k: i for i, k in enumerate(self.keys)}
-        out = {k: means[col[k]] for k in (*self._MEAN, "total_loss")}
-        head_entropies = {k.split("/", 1)[1]: means[i] for k, i in col.items() if k.startswith("head_entropy/")}
-        out.update(
-            clip_fraction=out["clipfrac"],
-            ratio_max=maxs[col["ratio_max"]],
-            ratio_min=mins[col["ratio_min"]],
-            gradient_stats={
-                "grad_norm": means[col["grad_norm"]],
-                "max_grad": maxs[col["grad_norm"]],
-                "min_grad": mins[col["grad_norm"]],
-            },
-            head_entropies=head_entropies,
-        )
-        out["skipped_steps"] = int(table[:, col["skipped"]].sum())
-        if not self.all_finite:
-            out["ratio_has_numerical_issue"] = True
-            if self.nan_inf:
-                nan, inf = torch.stack(self.nan_inf).any(0).tolist()
-                out.update(ratio_has_nan=bool(nan), ratio_has_inf=bool(inf))
-        return out
+# %% ../../../nbs/simic/agent/07a_ppo_loss.ipynb #e075b8a8
+@patch
+@torch.no_grad()
+def end_epoch(self: UpdateStats, target_kl: float | None) -> bool:
+    "True when the update should stop: mean approx_kl above `target_kl`, a non-finite ratio/loss or a skipped step."
+    loss, ratio, policy_loss, value_loss, bonus, logratio, heads, grad_norm, stepped = zip(*self.minibatches)
+    self.minibatches = []
+    parts, finite = [], []
+    for run in _same_size_runs(ratio):  # the diagnostics of each run of equal minibatches in one go
+        r, lr = torch.stack(ratio[run]), torch.stack(logratio[run])
+        hs = {k: torch.stack([h[k] for h in heads[run]]) for k in heads[0]}
+        parts.append(ratio_diagnostics(r, lr, hs, self.clip_ratio))
+        finite.append(torch.isfinite(r).all())
+        if self.debug:  # NaN/Inf breakdown only when asked for
+            self.nan_inf.append(torch.stack([lr.isnan().any(), r.isinf().any()]))
+    diag = {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+    loss, stepped = torch.stack(loss), torch.stack(stepped)
+    columns = {
+        "policy_loss": torch.stack(policy_loss),
+        "value_loss": torch.stack(value_loss),
+        "entropy_loss": -torch.stack(bonus),
+        **diag,
+        "total_loss": loss,
+        "grad_norm": torch.stack(grad_norm),
+        "skipped": ~stepped,
+    }
+    self.keys = list(columns)
+    self.tables.append(torch.stack([c.float() for c in columns.values()], 1))
+    ok = torch.stack(finite).all() & torch.isfinite(loss).all()
+    kl, ok, all_stepped = torch.stack([diag["approx_kl"].mean(), ok.float(), stepped.all().float()]).tolist()
+    self.all_finite = self.all_finite and ok == 1.0
+    return not self.all_finite or all_stepped != 1.0 or (target_kl is not None and kl > target_kl)
+
+# %% ../../../nbs/simic/agent/07a_ppo_loss.ipynb #57da2ef9
+@patch
+def summary(self: UpdateStats) -> dict:
+    "Means over the update's minibatches (extremes for the ratio and the gradient norm), read at once."
+    table = torch.cat(self.tables).cpu()
+    means, maxs, mins = table.mean(0).tolist(), table.max(0).values.tolist(), table.min(0).values.tolist()
+    col = {k: i for i, k in enumerate(self.keys)}
+    out = {k: means[col[k]] for k in (*self._MEAN, "total_loss")}
+    head_entropies = {k.split("/", 1)[1]: means[i] for k, i in col.items() if k.startswith("head_entropy/")}
+    out.update(
+        clip_fraction=out["clipfrac"],
+        ratio_max=maxs[col["ratio_max"]],
+        ratio_min=mins[col["ratio_min"]],
+        gradient_stats={
+            "grad_norm": means[col["grad_norm"]],
+            "max_grad": maxs[col["grad_norm"]],
+            "min_grad": mins[col["grad_norm"]],
+        },
+        head_entropies=head_entropies,
+    )
+    out["skipped_steps"] = int(table[:, col["skipped"]].sum())
+    if not self.all_finite:
+        out["ratio_has_numerical_issue"] = True
+        if self.nan_inf:
+            nan, inf = torch.stack(self.nan_inf).any(0).tolist()
+            out.update(ratio_has_nan=bool(nan), ratio_has_inf=bool(inf))
+    return out

@@ -71,7 +71,7 @@ def _transition(
         bootstrap_value=float(bootstrap_value or 0.0),
     )
 
-
+# %% ../../../nbs/simic/agent/08b_ppo_update.ipynb #09ebb027
 @patch
 def store_transition(
     self: PPOAgent,
@@ -180,7 +180,7 @@ def _debug(self: PPOAgent) -> bool:
     tc = self.telemetry_config
     return tc is not None and bool(tc.should_collect("debug"))
 
-
+# %% ../../../nbs/simic/agent/08b_ppo_update.ipynb #469b7736
 def _minibatches(b: dict, advantages: torch.Tensor, returns: torch.Tensor, perm: torch.Tensor, size: int) -> list:
     "One epoch: the rollout permuted (one gather per tensor), split once into minibatches of views."
     split = lambda t: t[perm].split(size)
@@ -198,7 +198,7 @@ def _minibatches(b: dict, advantages: torch.Tensor, returns: torch.Tensor, perm:
         cols["masks"] = [None] * len(cols["states"])
     return [dict(zip(cols, mb)) for mb in zip(*cols.values())]
 
-
+# %% ../../../nbs/simic/agent/08b_ppo_update.ipynb #876f087f
 @patch
 def update(
     self: PPOAgent,
@@ -249,7 +249,7 @@ def update(
         metrics["compile_seconds"] = step.compile_seconds
     return metrics
 
-
+# %% ../../../nbs/simic/agent/08b_ppo_update.ipynb #b90f83dc
 @patch
 def _minibatch_step(self: PPOAgent) -> CompiledStep:
     "Forward, loss and backward of one minibatch: compiled with `fast_update`; built again when that changes."

@@ -167,7 +167,7 @@ def _stack_masks(masks: list, factored: bool):
         return torch.stack(masks)
     return {k: torch.stack([m[k] for m in masks]) for k in masks[0]}
 
-
+# %% ../../../nbs/simic/envs/21_env.ipynb #f2744ae0
 def _feature_name(obs: dict[str, Any], j: int) -> str:
     "What state feature `j` of `obs` is: a base feature or one slot's telemetry."
     base = base_feature_dim(actions_of(obs))
@@ -197,7 +197,7 @@ def check_states(
         )
     raise ValueError("; ".join(msgs))
 
-
+# %% ../../../nbs/simic/envs/21_env.ipynb #d96ca153
 def normalize_states(
     agent: Any,  # a PPOAgent: its device and `obs_normalizer`
     observations: list[dict[str, Any]],  # one observation per env
@@ -225,7 +225,7 @@ def _check_menus(agent: Any, observations: list[dict[str, Any]]) -> None:
                 f"run on {actions_of(o).blueprints}; play the episodes on the agent's menu"
             )
 
-
+# %% ../../../nbs/simic/envs/21_env.ipynb #502b3a0e
 def act(
     agent: Any,  # a PPOAgent (flat or factored, optionally recurrent)
     observations: list[dict[str, Any]],  # one observation per env

@@ -90,36 +90,6 @@ class GrowthEnv(gymnasium.Env):
         info = {"run_seed": self.run_seed, "epoch": self.episode.epoch, "action_mask": self.action_masks()}
         return self._state(), info
 
-    def step(self, action) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        "Apply `action` (one value per head), train one epoch; returns (obs, reward, terminated, truncated, info)."
-        ep = self.episode
-        if ep is None:
-            raise RuntimeError("call reset() before step()")
-        if ep.done:
-            raise RuntimeError("the run is over: call reset()")
-        a = np.asarray(action)
-        if not self.action_space.contains(a):
-            raise ValueError(f"action {action!r} is not in {self.action_space}")
-        heads = dict(zip(HEAD_NAMES, (int(x) for x in a)))
-        legal = _is_legal(action_masks(self._obs, factored=True), heads)
-        todo = decode_action(heads, self._obs, factored=True) if legal else TamiyoAction.wait("illegal action")
-        self._obs, rec = ep.step(todo)
-        terms = check_reward_terms(
-            step_reward(ep, self.reward_config, self.reward_config.rollback_penalty), 0, self.run_seed, ep.epoch
-        )
-        info = {f"reward/{k}": float(v) for k, v in terms.items()}
-        info |= {
-            "action_legal": legal,
-            "op": todo.op.name,
-            "action_success": bool(rec["action_success"]),
-            "epoch": ep.epoch,
-            "action_mask": self.action_masks(),
-        }
-        if ep.done:
-            res = ep.result()
-            info |= {"final_accuracy": res.final_accuracy, "params_added": res.params_added}
-        return self._state(), float(terms["total"]), bool(ep.done), False, info
-
     def action_masks(self) -> np.ndarray:
         "Flat bool mask for the current state: per-head masks (union over legal combinations) in `HEAD_NAMES` order."
         if self._obs is None:
@@ -132,6 +102,41 @@ class GrowthEnv(gymnasium.Env):
         check_states(raw[None], [self._obs], [f"GrowthEnv (run seed {self.run_seed})"])
         return raw.numpy()
 
+# %% ../../../nbs/simic/envs/28_gym_env.ipynb #88f77469
+from fastcore.basics import patch
 
+# %% ../../../nbs/simic/envs/28_gym_env.ipynb #6cd9daea
+@patch
+def step(self: GrowthEnv, action) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    "Apply `action` (one value per head), train one epoch; returns (obs, reward, terminated, truncated, info)."
+    ep = self.episode
+    if ep is None:
+        raise RuntimeError("call reset() before step()")
+    if ep.done:
+        raise RuntimeError("the run is over: call reset()")
+    a = np.asarray(action)
+    if not self.action_space.contains(a):
+        raise ValueError(f"action {action!r} is not in {self.action_space}")
+    heads = dict(zip(HEAD_NAMES, (int(x) for x in a)))
+    legal = _is_legal(action_masks(self._obs, factored=True), heads)
+    todo = decode_action(heads, self._obs, factored=True) if legal else TamiyoAction.wait("illegal action")
+    self._obs, rec = ep.step(todo)
+    terms = check_reward_terms(
+        step_reward(ep, self.reward_config, self.reward_config.rollback_penalty), 0, self.run_seed, ep.epoch
+    )
+    info = {f"reward/{k}": float(v) for k, v in terms.items()}
+    info |= {
+        "action_legal": legal,
+        "op": todo.op.name,
+        "action_success": bool(rec["action_success"]),
+        "epoch": ep.epoch,
+        "action_mask": self.action_masks(),
+    }
+    if ep.done:
+        res = ep.result()
+        info |= {"final_accuracy": res.final_accuracy, "params_added": res.params_added}
+    return self._state(), float(terms["total"]), bool(ep.done), False, info
+
+# %% ../../../nbs/simic/envs/28_gym_env.ipynb #620ccec2
 if "esper/Growth-v0" not in gymnasium.registry:
     gymnasium.register(id="esper/Growth-v0", entry_point="esper.simic.envs.gym_env:GrowthEnv")

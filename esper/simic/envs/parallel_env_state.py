@@ -137,7 +137,7 @@ class TaskProblem:
         "The task of the episode with seed `seed`."
         return (self.task_factory or partial(task_with_shuffle, self.task))(seed)
 
-
+# %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #448cd8b4
 def one_problem_suite(
     task: str = "mnist1d",  # a task family, one of `TASK_FAMILIES`
     episode: EpisodeConfig | None = None,  # its host, slots, budgets and length (and how it trains)
@@ -154,7 +154,7 @@ def one_problem_suite(
 #: The `EpisodeConfig` fields a growth problem sets (besides `max_epochs`); a suite's base config leaves them None.
 _PROBLEM_FIELDS = ("host", "slots", "param_budget", "compute_budget", "max_batches")
 
-
+# %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #dd7b4a4c
 @dataclass(frozen=True)
 class EpisodeSpec:
     "Everything an env needs to build and play an episode; one picklable object for every env pool."
@@ -206,31 +206,38 @@ class EpisodeSpec:
         "Epochs of the longest episode."
         return max(p.max_epochs for p in self.suite.problems) if self.suite else self.problem.max_epochs
 
-    def problem_for(
-        self,
-        seed: int,  # the episode's task seed
-    ) -> GrowthProblem | None:
-        "The problem an episode of task seed `seed` plays: drawn by `Suite.sample` from the seed (None: no suite)."
-        suite = self.suite
-        if suite is None or len(suite) == 1:
-            return suite.problems[0] if suite else None
-        return suite.sample(random.Random(seed))
+# %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #28cfbed0
+from fastcore.basics import patch
 
-    def episode_for(
-        self,
-        seed: int,  # the episode's task seed
-        problem: GrowthProblem | None = None,  # one of the suite's problems (None: the one `problem_for` draws)
-    ) -> tuple[Any, EpisodeConfig]:
-        "The task and episode config of the episode of task seed `seed`; training episodes play the training data."
-        problem = problem or self.problem_for(seed)
-        if problem is None:
-            return self.problem.make_task(seed), self.problem.episode
-        config = problem.episode_config(self.base)
-        if problem.blueprints != self.actions.blueprints:  # the problem's own menu; the mask marks the rest off
-            config = replace(config, blueprints=problem.blueprints)
-        return problem.load_task(seed, data_seed=TRAINING_DATA_SEED), config
+# %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #0e371ecc
+@patch
+def problem_for(
+    self: EpisodeSpec,
+    seed: int,  # the episode's task seed
+) -> GrowthProblem | None:
+    "The problem an episode of task seed `seed` plays: drawn by `Suite.sample` from the seed (None: no suite)."
+    suite = self.suite
+    if suite is None or len(suite) == 1:
+        return suite.problems[0] if suite else None
+    return suite.sample(random.Random(seed))
 
 
+@patch
+def episode_for(
+    self: EpisodeSpec,
+    seed: int,  # the episode's task seed
+    problem: GrowthProblem | None = None,  # one of the suite's problems (None: the one `problem_for` draws)
+) -> tuple[Any, EpisodeConfig]:
+    "The task and episode config of the episode of task seed `seed`; training episodes play the training data."
+    problem = problem or self.problem_for(seed)
+    if problem is None:
+        return self.problem.make_task(seed), self.problem.episode
+    config = problem.episode_config(self.base)
+    if problem.blueprints != self.actions.blueprints:  # the problem's own menu; the mask marks the rest off
+        config = replace(config, blueprints=problem.blueprints)
+    return problem.load_task(seed, data_seed=TRAINING_DATA_SEED), config
+
+# %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #3b37c040
 def make_env_states(
     spec: EpisodeSpec,  # the episodes: problem, reward, devices (default: CPU)
     seeds: list[int],  # one episode seed per env

@@ -54,7 +54,7 @@ def _owner(optimizers: Sequence[torch.optim.Optimizer], p: torch.Tensor, name: s
                 return group, opt
     raise ValueError(f"parameter {name} is in none of the epoch's optimizers")
 
-
+# %% ../../../nbs/simic/envs/31_population.ipynb #4a69bc5c
 class PopulationGroup:
     "Episodes whose models share an architecture, trained for one epoch as one stacked model."
 
@@ -112,48 +112,55 @@ class PopulationGroup:
 
         self._grads = vmap(grad_and_value(loss, has_aux=True))
 
-    def train_batch(
-        self,
-        xb: torch.Tensor,  # inputs, one batch per env stacked: (K, B, ...)
-        yb: torch.Tensor,  # labels: (K, B)
-    ) -> None:
-        "One SGD step for every env of the group."
-        grads, (loss, out) = self._grads(self.params, self.buffers, xb, yb)
-        k = xb.shape[0]
-        with torch.no_grad():
-            self.loss_sum += loss * yb.shape[1]
-            self.correct += (out.argmax(-1) == yb).sum(1)
-            for g, names in self.watched.items():
-                norms = torch.stack([torch.linalg.vector_norm(grads[n].reshape(k, -1), dim=1) for n in names], 1)
-                self.norm_sums[g] = self.norm_sums[g] + norms if g in self.norm_sums else norms
-            for (lr, momentum, decay), names in self.by_setting.items():
-                ps, gs = [self.params[n] for n in names], [grads[n] for n in names]
-                if decay:
-                    gs = torch._foreach_add(gs, ps, alpha=decay)
-                if momentum:
-                    bufs = [self.momentum[n] for n in names]
-                    torch._foreach_mul_(bufs, momentum)
-                    torch._foreach_add_(bufs, gs)
-                    gs = bufs
-                torch._foreach_add_(ps, gs, alpha=-lr)
-        self.samples += yb.shape[1]
-        self.batches += 1
+# %% ../../../nbs/simic/envs/31_population.ipynb #442cb0cc
+from fastcore.basics import patch
 
-    def finish(self) -> None:
-        "Write weights, buffers and momentum back to each env, and its losses and gradient norms to its episode."
-        with torch.no_grad():  # a few ops per tensor name and one per env: launches matter on a GPU
-            names = self.names + list(self.buffers)
-            rows = list(zip(*(t.unbind(0) for t in (*self.params.values(), *self.buffers.values()))))
-            momentum = {n: m.unbind(0) for n, m in self.momentum.items() if self.settings[n][1]}
-            losses, correct = self.loss_sum.unbind(0), self.correct.unbind(0)
-            sums = {g: s.unbind(0) for g, s in self.norm_sums.items()}
-            for i, ep in enumerate(self.episodes):
-                own = dict(ep.model.named_parameters()) | dict(ep.model.named_buffers())
-                torch._foreach_copy_([own[n] for n in names], list(rows[i]))
-                for n, views in momentum.items():  # the env's buffer is its row of the group's (it owns no other)
-                    _, opt = _owner(ep.optimizers, own[n], n)
-                    opt.state[own[n]]["momentum_buffer"] = views[i]
-                ep.record_batches(losses[i], correct[i], self.samples, self.batches, {g: s[i] for g, s in sums.items()})
+# %% ../../../nbs/simic/envs/31_population.ipynb #0510d184
+@patch
+def train_batch(
+    self: PopulationGroup,
+    xb: torch.Tensor,  # inputs, one batch per env stacked: (K, B, ...)
+    yb: torch.Tensor,  # labels: (K, B)
+) -> None:
+    "One SGD step for every env of the group."
+    grads, (loss, out) = self._grads(self.params, self.buffers, xb, yb)
+    k = xb.shape[0]
+    with torch.no_grad():
+        self.loss_sum += loss * yb.shape[1]
+        self.correct += (out.argmax(-1) == yb).sum(1)
+        for g, names in self.watched.items():
+            norms = torch.stack([torch.linalg.vector_norm(grads[n].reshape(k, -1), dim=1) for n in names], 1)
+            self.norm_sums[g] = self.norm_sums[g] + norms if g in self.norm_sums else norms
+        for (lr, momentum, decay), names in self.by_setting.items():
+            ps, gs = [self.params[n] for n in names], [grads[n] for n in names]
+            if decay:
+                gs = torch._foreach_add(gs, ps, alpha=decay)
+            if momentum:
+                bufs = [self.momentum[n] for n in names]
+                torch._foreach_mul_(bufs, momentum)
+                torch._foreach_add_(bufs, gs)
+                gs = bufs
+            torch._foreach_add_(ps, gs, alpha=-lr)
+    self.samples += yb.shape[1]
+    self.batches += 1
+
+# %% ../../../nbs/simic/envs/31_population.ipynb #7948b15c
+@patch
+def finish(self: PopulationGroup) -> None:
+    "Write weights, buffers and momentum back to each env, and its losses and gradient norms to its episode."
+    with torch.no_grad():  # a few ops per tensor name and one per env: launches matter on a GPU
+        names = self.names + list(self.buffers)
+        rows = list(zip(*(t.unbind(0) for t in (*self.params.values(), *self.buffers.values()))))
+        momentum = {n: m.unbind(0) for n, m in self.momentum.items() if self.settings[n][1]}
+        losses, correct = self.loss_sum.unbind(0), self.correct.unbind(0)
+        sums = {g: s.unbind(0) for g, s in self.norm_sums.items()}
+        for i, ep in enumerate(self.episodes):
+            own = dict(ep.model.named_parameters()) | dict(ep.model.named_buffers())
+            torch._foreach_copy_([own[n] for n in names], list(rows[i]))
+            for n, views in momentum.items():  # the env's buffer is its row of the group's (it owns no other)
+                _, opt = _owner(ep.optimizers, own[n], n)
+                opt.state[own[n]]["momentum_buffer"] = views[i]
+            ep.record_batches(losses[i], correct[i], self.samples, self.batches, {g: s[i] for g, s in sums.items()})
 
 # %% ../../../nbs/simic/envs/31_population.ipynb #669c6818
 def _join_streams(episodes: Sequence[Episode], to_default: bool) -> None:
@@ -174,7 +181,7 @@ def _stack_state(models: Sequence[nn.Module]) -> tuple[dict[str, torch.Tensor], 
             {n: torch.stack([d[n] for d in buffers]) for n in buffers[0]},
         )
 
-
+# %% ../../../nbs/simic/envs/31_population.ipynb #b8a6e8cc
 def stacked_validate(
     envs: Sequence[Any],  # ParallelEnvStates of one architecture, on one device
     without_slot: str | None = None,  # measure with this slot's seed removed (its alpha forced to 0)
@@ -217,7 +224,7 @@ def stacked_validate(
         for l, c in zip(loss_sum.tolist(), correct.tolist())
     ]
 
-
+# %% ../../../nbs/simic/envs/31_population.ipynb #254fcfe6
 def end_epochs(
     envs: Sequence[Any],  # ParallelEnvStates whose epoch has been trained
     min_group: int = 2,  # smallest architecture group validated as one stacked model

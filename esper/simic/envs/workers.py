@@ -39,7 +39,7 @@ def default_workers(n_envs: int) -> int:
     cores = available_cores()
     return 0 if cores < 2 else min(cores, n_envs)
 
-
+# %% ../../../nbs/simic/envs/29_workers.ipynb #ba2c5fb2
 class _EventBuffer:
     "Stands in for the telemetry hub inside a worker: keeps the events for the learner to emit."
 
@@ -93,7 +93,7 @@ class EnvHost:
     def _events(self) -> list:
         return self.buffer.drain() if self.buffer is not None else []
 
-
+# %% ../../../nbs/simic/envs/29_workers.ipynb #ef7b9daf
 def _serve(conn, host_kwargs: dict[str, Any]):
     "A worker process's loop: wait for a command, run it on its `EnvHost`, reply; report an error once, then exit."
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the learner's to handle: it stops every worker
@@ -180,63 +180,72 @@ class EnvPool:
         self._send(msgs)
         self._absorb(self._collect(list(msgs)), self._by_worker, hub)
 
-    def prestart(
-        self,
-        seeds: list[int],  # one episode seed per env
-        step_offset: int = 0,  # added to epochs for event steps
-    ) -> None:
-        "Send a batch now: the workers build its envs and train epoch 1 (no decision needed) while the learner works."
-        if self._closed:
-            raise RuntimeError("the worker pool is closed")
-        if self._pending is not None:
-            raise RuntimeError("a batch is already starting in the workers")
-        envs = [RemoteEnv(i, s, i % self.n_workers) for i, s in enumerate(seeds)]
-        by_worker = {w: es for w in range(self.n_workers) if (es := [e for e in envs if e.worker == w])}
-        self._owned = {w: [e.env_id for e in es] for w, es in by_worker.items()}
-        self._send(
-            {w: ("start", ([e.env_id for e in es], [e.seed for e in es], step_offset)) for w, es in by_worker.items()}
-        )
-        self._pending = (list(seeds), step_offset, envs, by_worker)
-
-    def _take_pending(self, hub: Any) -> list[RemoteEnv]:
-        _, _, envs, by_worker = self._pending
-        self._pending = None
-        self._absorb(self._collect(list(by_worker)), by_worker, hub)
-        self._by_worker = by_worker
-        return envs
-
-    def run_lockstep(
-        self,
-        seeds: list[int],  # one episode seed per env
-        decide: Callable[[list[RemoteEnv]], list[Any]],  # envs -> one TamiyoAction per env
-        after_step: Callable[[list[RemoteEnv]], None] | None = None,  # called after each decided epoch
-        hub: Any = None,  # telemetry hub: the episodes' events, escalation decay
-        step_offset: int = 0,  # added to epochs for event steps
-    ) -> tuple[list[RemoteEnv], list[EpisodeResult]]:
-        "Run one episode per seed to its end, env i in worker i mod N; `run_lockstep` across processes."
-        if self._closed:
-            raise RuntimeError("the worker pool is closed")
-        if self._pending is not None and self._pending[:2] != (list(seeds), step_offset):
-            self._take_pending(None)  # another batch was started: its first epoch is dropped
-        if self._pending is None:
-            self.prestart(seeds, step_offset)
-        envs = self._take_pending(hub)
-        while not envs[0].done:
-            if hub is not None:
-                hub.on_epoch_end()
-            actions = decide(envs)
-            self._apply({w: ("step", ([actions[e.env_id] for e in es],)) for w, es in self._by_worker.items()}, hub)
-            if after_step is not None:
-                after_step(envs)
-        if hub is not None:
-            hub.on_epoch_end()
-        return envs, [e.result for e in envs]
-
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+# %% ../../../nbs/simic/envs/29_workers.ipynb #05ae3b72
+from fastcore.basics import patch
+
+# %% ../../../nbs/simic/envs/29_workers.ipynb #d49e187e
+@patch
+def prestart(
+    self: EnvPool,
+    seeds: list[int],  # one episode seed per env
+    step_offset: int = 0,  # added to epochs for event steps
+) -> None:
+    "Send a batch now: the workers build its envs and train epoch 1 (no decision needed) while the learner works."
+    if self._closed:
+        raise RuntimeError("the worker pool is closed")
+    if self._pending is not None:
+        raise RuntimeError("a batch is already starting in the workers")
+    envs = [RemoteEnv(i, s, i % self.n_workers) for i, s in enumerate(seeds)]
+    by_worker = {w: es for w in range(self.n_workers) if (es := [e for e in envs if e.worker == w])}
+    self._owned = {w: [e.env_id for e in es] for w, es in by_worker.items()}
+    self._send(
+        {w: ("start", ([e.env_id for e in es], [e.seed for e in es], step_offset)) for w, es in by_worker.items()}
+    )
+    self._pending = (list(seeds), step_offset, envs, by_worker)
+
+
+@patch
+def _take_pending(self: EnvPool, hub: Any) -> list[RemoteEnv]:
+    _, _, envs, by_worker = self._pending
+    self._pending = None
+    self._absorb(self._collect(list(by_worker)), by_worker, hub)
+    self._by_worker = by_worker
+    return envs
+
+# %% ../../../nbs/simic/envs/29_workers.ipynb #4b751dbd
+@patch
+def run_lockstep(
+    self: EnvPool,
+    seeds: list[int],  # one episode seed per env
+    decide: Callable[[list[RemoteEnv]], list[Any]],  # envs -> one TamiyoAction per env
+    after_step: Callable[[list[RemoteEnv]], None] | None = None,  # called after each decided epoch
+    hub: Any = None,  # telemetry hub: the episodes' events, escalation decay
+    step_offset: int = 0,  # added to epochs for event steps
+) -> tuple[list[RemoteEnv], list[EpisodeResult]]:
+    "Run one episode per seed to its end, env i in worker i mod N; `run_lockstep` across processes."
+    if self._closed:
+        raise RuntimeError("the worker pool is closed")
+    if self._pending is not None and self._pending[:2] != (list(seeds), step_offset):
+        self._take_pending(None)  # another batch was started: its first epoch is dropped
+    if self._pending is None:
+        self.prestart(seeds, step_offset)
+    envs = self._take_pending(hub)
+    while not envs[0].done:
+        if hub is not None:
+            hub.on_epoch_end()
+        actions = decide(envs)
+        self._apply({w: ("step", ([actions[e.env_id] for e in es],)) for w, es in self._by_worker.items()}, hub)
+        if after_step is not None:
+            after_step(envs)
+    if hub is not None:
+        hub.on_epoch_end()
+    return envs, [e.result for e in envs]
 
 # %% ../../../nbs/simic/envs/29_workers.ipynb #d5d0111d
 def _exit_cause(code: int | None) -> str:
@@ -272,7 +281,7 @@ def check_picklable(spec: EpisodeSpec) -> None:
             f"functools.partial, not a lambda or a local function ({type(e).__name__}: {e})"
         ) from None
 
-
+# %% ../../../nbs/simic/envs/29_workers.ipynb #f93954f1
 class ProcessEnvPool(EnvPool):
     "N worker processes on this machine that step a batch of envs in lockstep for one learner."
 
@@ -312,56 +321,64 @@ class ProcessEnvPool(EnvPool):
     def n_workers(self) -> int:
         return len(self.procs)
 
-    def _died(self, w: int) -> WorkerError:
-        self.procs[w].join(timeout=5)
-        return self._error(w, _exit_cause(self.procs[w].exitcode))
+# %% ../../../nbs/simic/envs/29_workers.ipynb #0ca74dbb
+@patch
+def _died(self: ProcessEnvPool, w: int) -> WorkerError:
+    self.procs[w].join(timeout=5)
+    return self._error(w, _exit_cause(self.procs[w].exitcode))
 
-    def _send(self, msgs):
-        for w, msg in msgs.items():
-            self._outstanding.add(w)
+
+@patch
+def _send(self: ProcessEnvPool, msgs):
+    for w, msg in msgs.items():
+        self._outstanding.add(w)
+        try:
+            self.conns[w].send(msg)
+        except (BrokenPipeError, EOFError, OSError):
+            raise self._died(w) from None
+
+
+@patch
+def _collect(self: ProcessEnvPool, ws):
+    replies, waiting = {}, set(ws)
+    while waiting:  # a worker that raised or died ends the run with a WorkerError, never a hang
+        by_obj = {self.conns[w]: w for w in waiting} | {self.procs[w].sentinel: w for w in waiting}
+        for obj in wait(list(by_obj)):
+            w = by_obj[obj]
+            if w not in waiting:
+                continue
+            if obj is self.procs[w].sentinel and not self.conns[w].poll():
+                raise self._died(w)
             try:
-                self.conns[w].send(msg)
-            except (BrokenPipeError, EOFError, OSError):
+                status, payload, extra = self.conns[w].recv()
+            except (EOFError, OSError):
                 raise self._died(w) from None
+            if status == "error":
+                raise self._error(w, payload, extra)
+            replies[w] = (payload, extra)
+            waiting.discard(w)
+            self._outstanding.discard(w)
+    return replies
 
-    def _collect(self, ws):
-        replies, waiting = {}, set(ws)
-        while waiting:  # a worker that raised or died ends the run with a WorkerError, never a hang
-            by_obj = {self.conns[w]: w for w in waiting} | {self.procs[w].sentinel: w for w in waiting}
-            for obj in wait(list(by_obj)):
-                w = by_obj[obj]
-                if w not in waiting:
-                    continue
-                if obj is self.procs[w].sentinel and not self.conns[w].poll():
-                    raise self._died(w)
-                try:
-                    status, payload, extra = self.conns[w].recv()
-                except (EOFError, OSError):
-                    raise self._died(w) from None
-                if status == "error":
-                    raise self._error(w, payload, extra)
-                replies[w] = (payload, extra)
-                waiting.discard(w)
-                self._outstanding.discard(w)
-        return replies
-
-    def close(self) -> None:
-        "Stop every worker: an idle one is asked to exit, one still busy with an epoch is killed. Safe to call twice."
-        if self._closed:
-            return
-        self._closed = True
-        for w, (p, c) in enumerate(zip(self.procs, self.conns)):
-            if w in self._outstanding:
-                p.kill()  # mid-epoch after an error or Ctrl-C: its work is discarded anyway
-            else:
-                try:
-                    c.send(("close", None))
-                except Exception:
-                    pass
-        for p in self.procs:
+# %% ../../../nbs/simic/envs/29_workers.ipynb #9824875a
+@patch
+def close(self: ProcessEnvPool) -> None:
+    "Stop every worker: an idle one is asked to exit, one still busy with an epoch is killed. Safe to call twice."
+    if self._closed:
+        return
+    self._closed = True
+    for w, (p, c) in enumerate(zip(self.procs, self.conns)):
+        if w in self._outstanding:
+            p.kill()  # mid-epoch after an error or Ctrl-C: its work is discarded anyway
+        else:
+            try:
+                c.send(("close", None))
+            except Exception:
+                pass
+    for p in self.procs:
+        p.join(timeout=5)
+        if p.is_alive():
+            p.kill()
             p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
-        for c in self.conns:
-            c.close()
+    for c in self.conns:
+        c.close()

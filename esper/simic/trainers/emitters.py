@@ -40,7 +40,7 @@ def emit_episode_completed(
     }
     _emit(hub, E.EPISODE_COMPLETED, data, env_id=env_id, step=step, epoch=result.epochs)
 
-
+# %% ../../../nbs/simic/trainers/23_emitters.ipynb #e2e52371
 def emit_ppo_update(hub: Any, metrics: dict[str, Any], step: int) -> None:
     "PPO_UPDATE with losses, KL, clip fraction, explained variance, entropy coefficient and per-head entropy."
     _emit(hub, E.PPO_UPDATE, {k: v for k, v in metrics.items() if k != "anomalies"}, step=step)
@@ -71,7 +71,7 @@ def emit_anomalies(hub: Any, metrics: dict[str, Any], step: int) -> None:
             severity="warning",
         )
 
-
+# %% ../../../nbs/simic/trainers/23_emitters.ipynb #41913d17
 def emit_batch_completed(hub: Any, record: dict[str, Any], step: int) -> None:
     "BATCH_COMPLETED (debug level) with the batch's history record."
     _emit(

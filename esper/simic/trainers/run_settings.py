@@ -149,103 +149,114 @@ class RunSettings:
         "Where the envs of this process (or of the worker processes) train: `spec.devices`, else the policy's."
         return self.spec.devices if self.parallel and self.spec.devices else (str(self.device),)
 
-    def _check_placement(self) -> None:
-        "Refuse workers, backends and populations that cannot make a run."
-        if self.population and (not self.parallel or self.workers):
-            raise ValueError(
-                "population trains a batch's envs together in this process: it needs the vectorized "
-                "trainer without workers (workers=0)"
-            )
-        if self.population and len(set(self.env_devices)) != 1:
-            raise ValueError(f"population trains on one device (got devices={list(self.env_devices)})")
-        if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 0:
-            raise ValueError(f"workers must be an integer >= 0 (got {self.workers!r})")
-        if self.workers and not self.parallel:
-            raise ValueError("workers need the vectorized trainer (parallel=True)")
-        if self.backend not in ("process", "ray"):
-            raise ValueError(f"backend must be 'process' or 'ray' (got {self.backend!r})")
+# %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #d952f733
+from fastcore.basics import patch
 
-    def _check_episodes(self) -> None:
-        "Refuse episode counts, offers and task-seed groups that cannot make a run."
-        n, g, epu = self.n_episodes, self.episodes_per_task_seed, self.episodes_per_update
-        offers = self.blueprint_offer_episodes
-        if not isinstance(offers, int) or isinstance(offers, bool) or not 0 <= offers <= n:
-            raise ValueError(f"blueprint_offer_episodes must be an integer in [0, n_episodes={n}] (got {offers!r})")
-        if epu % g:
-            raise ValueError(
-                f"episodes_per_task_seed={g} must divide the episodes of an update "
-                f"({epu}): the episodes of one task seed are compared within one update"
-            )
-        if self.group_baseline and (g < 2 or self.agent.recurrent):
-            raise ValueError(
-                "group_baseline compares episodes that share a task seed: it needs episodes_per_task_seed >= 2 "
-                f"(got {g}) and a feed-forward policy"
-            )
-        short = [p for p in self.spec.suite.problems if p.max_epochs < 2] if self.spec.suite else []
-        epochs, where = (short[0].max_epochs, f" in problem {short[0].name!r}") if short else (self.max_epochs, "")
-        if epochs < 2:
-            raise ValueError(f"max_epochs must be >= 2 for PPO (one decision needs two epochs; got {epochs}{where})")
+# %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #62c30d8d
+@patch
+def _check_placement(self: RunSettings) -> None:
+    "Refuse workers, backends and populations that cannot make a run."
+    if self.population and (not self.parallel or self.workers):
+        raise ValueError(
+            "population trains a batch's envs together in this process: it needs the vectorized "
+            "trainer without workers (workers=0)"
+        )
+    if self.population and len(set(self.env_devices)) != 1:
+        raise ValueError(f"population trains on one device (got devices={list(self.env_devices)})")
+    if not isinstance(self.workers, int) or isinstance(self.workers, bool) or self.workers < 0:
+        raise ValueError(f"workers must be an integer >= 0 (got {self.workers!r})")
+    if self.workers and not self.parallel:
+        raise ValueError("workers need the vectorized trainer (parallel=True)")
+    if self.backend not in ("process", "ray"):
+        raise ValueError(f"backend must be 'process' or 'ray' (got {self.backend!r})")
 
-    def _ramp_steps(self) -> tuple[int, int]:
-        "The entropy bonus's and the learning rate's ramps in PPO updates, refused where `agent` says otherwise."
-        config, epu = self.agent, self.episodes_per_update
-        episodes, lr_episodes = self.entropy_anneal_episodes, self.lr_anneal_episodes
-        steps = calculate_entropy_anneal_steps(episodes, epu)
-        if config.entropy_anneal_steps not in (0, steps):
-            raise ValueError(
-                f"config.entropy_anneal_steps={config.entropy_anneal_steps} contradicts "
-                f"entropy_anneal_episodes={episodes} ({steps} updates of {epu} "
-                "episodes); the trainers take the entropy ramp in episodes"
-            )
-        lr_steps = calculate_entropy_anneal_steps(lr_episodes, epu, "lr_anneal_episodes")
-        if (config.lr_end is None) != (lr_steps == 0):
-            raise ValueError(
-                f"lr_end={config.lr_end!r} and lr_anneal_episodes={lr_episodes} go together: PPO's learning "
-                "rate falls from lr to lr_end over lr_anneal_episodes episodes (give both, or neither)"
-            )
-        if config.lr_anneal_steps not in (0, lr_steps):
-            raise ValueError(
-                f"config.lr_anneal_steps={config.lr_anneal_steps} contradicts lr_anneal_episodes={lr_episodes} "
-                f"({lr_steps} updates of {epu} episodes); the trainers take the rate's ramp in episodes"
-            )
-        return steps, lr_steps
 
-    def checkpoint_config(
-        self,
-        n_slots: int,  # seed slots of the episodes' hosts
-    ) -> dict[str, Any]:
-        "These settings as the plain dict a checkpoint holds and a resumed run compares (the layout of older ones)."
-        run_hparams, other_hparams = _run_hparams(self.agent_config, self.agent_kwargs)
-        reward, suite = _plain(self.spec.reward), self.spec.suite
-        penalty = reward.pop("rollback_penalty")  # stored beside the weights, as before it was one of them
-        if suite is None:  # a task factory's problem
-            task, episode = self.spec.problem.task, self.spec.problem.episode
-        elif len(suite) == 1:  # the layout of the checkpoints written before suites: they compare these
-            task, episode = suite.problems[0].task, suite.problems[0].episode_config(self.spec.base)
-        else:  # the problems' own settings are in `suite`
-            task, episode = None, self.spec.base
-        return {
-            "task": task,
-            "episodes_per_update": self.episodes_per_update,
-            "parallel": self.parallel,
-            "max_epochs": self.max_epochs,
-            "factored": self.factored,
-            "recurrent": self.agent.recurrent,
-            "seed": self.seed,
-            "n_slots": n_slots,
-            "max_batches": episode.max_batches,
-            "rollback_penalty": penalty,
-            "episodes_per_task_seed": self.episodes_per_task_seed,
-            "group_baseline": self.group_baseline,
-            **run_hparams,
-            "entropy_anneal_episodes": self.entropy_anneal_episodes,
-            "lr_anneal_episodes": self.lr_anneal_episodes,
-            "blueprint_offer_episodes": self.blueprint_offer_episodes,
-            "ppo_kwargs": other_hparams,
-            "reward_config": reward,
-            "episode_config": _plain(episode),
-            **({"suite": suite_record(suite)} if suite is not None else {}),
-        }
+@patch
+def _check_episodes(self: RunSettings) -> None:
+    "Refuse episode counts, offers and task-seed groups that cannot make a run."
+    n, g, epu = self.n_episodes, self.episodes_per_task_seed, self.episodes_per_update
+    offers = self.blueprint_offer_episodes
+    if not isinstance(offers, int) or isinstance(offers, bool) or not 0 <= offers <= n:
+        raise ValueError(f"blueprint_offer_episodes must be an integer in [0, n_episodes={n}] (got {offers!r})")
+    if epu % g:
+        raise ValueError(
+            f"episodes_per_task_seed={g} must divide the episodes of an update "
+            f"({epu}): the episodes of one task seed are compared within one update"
+        )
+    if self.group_baseline and (g < 2 or self.agent.recurrent):
+        raise ValueError(
+            "group_baseline compares episodes that share a task seed: it needs episodes_per_task_seed >= 2 "
+            f"(got {g}) and a feed-forward policy"
+        )
+    short = [p for p in self.spec.suite.problems if p.max_epochs < 2] if self.spec.suite else []
+    epochs, where = (short[0].max_epochs, f" in problem {short[0].name!r}") if short else (self.max_epochs, "")
+    if epochs < 2:
+        raise ValueError(f"max_epochs must be >= 2 for PPO (one decision needs two epochs; got {epochs}{where})")
+
+# %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #ba409552
+@patch
+def _ramp_steps(self: RunSettings) -> tuple[int, int]:
+    "The entropy bonus's and the learning rate's ramps in PPO updates, refused where `agent` says otherwise."
+    config, epu = self.agent, self.episodes_per_update
+    episodes, lr_episodes = self.entropy_anneal_episodes, self.lr_anneal_episodes
+    steps = calculate_entropy_anneal_steps(episodes, epu)
+    if config.entropy_anneal_steps not in (0, steps):
+        raise ValueError(
+            f"config.entropy_anneal_steps={config.entropy_anneal_steps} contradicts "
+            f"entropy_anneal_episodes={episodes} ({steps} updates of {epu} "
+            "episodes); the trainers take the entropy ramp in episodes"
+        )
+    lr_steps = calculate_entropy_anneal_steps(lr_episodes, epu, "lr_anneal_episodes")
+    if (config.lr_end is None) != (lr_steps == 0):
+        raise ValueError(
+            f"lr_end={config.lr_end!r} and lr_anneal_episodes={lr_episodes} go together: PPO's learning "
+            "rate falls from lr to lr_end over lr_anneal_episodes episodes (give both, or neither)"
+        )
+    if config.lr_anneal_steps not in (0, lr_steps):
+        raise ValueError(
+            f"config.lr_anneal_steps={config.lr_anneal_steps} contradicts lr_anneal_episodes={lr_episodes} "
+            f"({lr_steps} updates of {epu} episodes); the trainers take the rate's ramp in episodes"
+        )
+    return steps, lr_steps
+
+# %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #fae4dff1
+@patch
+def checkpoint_config(
+    self: RunSettings,
+    n_slots: int,  # seed slots of the episodes' hosts
+) -> dict[str, Any]:
+    "These settings as the plain dict a checkpoint holds and a resumed run compares (the layout of older ones)."
+    run_hparams, other_hparams = _run_hparams(self.agent_config, self.agent_kwargs)
+    reward, suite = _plain(self.spec.reward), self.spec.suite
+    penalty = reward.pop("rollback_penalty")  # stored beside the weights, as before it was one of them
+    if suite is None:  # a task factory's problem
+        task, episode = self.spec.problem.task, self.spec.problem.episode
+    elif len(suite) == 1:  # the layout of the checkpoints written before suites: they compare these
+        task, episode = suite.problems[0].task, suite.problems[0].episode_config(self.spec.base)
+    else:  # the problems' own settings are in `suite`
+        task, episode = None, self.spec.base
+    return {
+        "task": task,
+        "episodes_per_update": self.episodes_per_update,
+        "parallel": self.parallel,
+        "max_epochs": self.max_epochs,
+        "factored": self.factored,
+        "recurrent": self.agent.recurrent,
+        "seed": self.seed,
+        "n_slots": n_slots,
+        "max_batches": episode.max_batches,
+        "rollback_penalty": penalty,
+        "episodes_per_task_seed": self.episodes_per_task_seed,
+        "group_baseline": self.group_baseline,
+        **run_hparams,
+        "entropy_anneal_episodes": self.entropy_anneal_episodes,
+        "lr_anneal_episodes": self.lr_anneal_episodes,
+        "blueprint_offer_episodes": self.blueprint_offer_episodes,
+        "ppo_kwargs": other_hparams,
+        "reward_config": reward,
+        "episode_config": _plain(episode),
+        **({"suite": suite_record(suite)} if suite is not None else {}),
+    }
 
 # %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #b2e0c017
 #: The keywords `RunSettings.from_options` takes besides `TrainingConfig` fields: the trainers' flat arguments.
@@ -286,7 +297,7 @@ def _agent_settings(
         values[k] = v
     return resolve_config(config, values, owner), agent_kwargs
 
-
+# %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #1f13103b
 def _spec(options: dict[str, Any], parallel: bool) -> EpisodeSpec:
     "The episode spec of the trainers' flat arguments: `max_epochs` (default 25) replaces the episode config's."
     reward = options.pop("reward_config", None) or RewardConfig()
@@ -304,7 +315,7 @@ def _spec(options: dict[str, Any], parallel: bool) -> EpisodeSpec:
     problem = TaskProblem(options.pop("task", "mnist1d"), episode, options.pop("task_factory", None))
     return EpisodeSpec(problem, reward, devices if parallel else None)
 
-
+# %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #6135414e
 @classmethod
 def _from_options(
     cls,
