@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+import esper
 from bench_learning import SUITE_FILES, make_setup, png, run_config, seed_summary, train_job
 from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
@@ -139,6 +140,67 @@ def progress_row(progress):
     return lambda r: progress(f"{r['problem']} {r['controller']} seed {r['seed']}: {r['test_accuracy']:.1f}%")
 
 
+def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seeds: list[int]) -> list[dict]:
+    """The peer: sb3-contrib's MaskablePPO trained on --train-suite through `GrowthEnv` for the same episodes, with
+    bench_maskable_ppo.py's settings, then played greedily (its observation statistics frozen) on each problem."""
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    from bench_learning import reward_config
+    from bench_maskable_ppo import N_ENVS, greedy
+    from esper.simic.envs.gym_env import GrowthEnv
+    from esper.tamiyo.problems import Suite
+
+    torch.set_num_threads(1)
+    train, judged, reward = get_suite(setup["train_suite"]), get_suite(setup["suite"]), reward_config(setup)
+    steps = max(p.max_epochs for p in train.problems) - 1  # decisions of the longest episode
+    venv = VecNormalize(DummyVecEnv([lambda: GrowthEnv(suite=train, reward_config=reward)] * N_ENVS),
+                        norm_obs=True, norm_reward=False, gamma=0.99)
+    model = MaskablePPO("MlpPolicy", venv, n_steps=steps, batch_size=N_ENVS * steps, n_epochs=10, gamma=0.99,
+                        ent_coef=0.01, policy_kwargs=dict(net_arch=[256, 256]), seed=run_seed, device="cpu", verbose=0)
+    model.learn(total_timesteps=setup["episodes"] * steps)
+    policy, rows = greedy(model, venv), []
+    for name in problems:
+        p = judged[name]
+        env = GrowthEnv(suite=Suite(f"{judged.name}:{name}", judged.version, (p,)), reward_config=reward)
+        for s in seeds:
+            obs, info = env.reset(seed=s)
+            done = False
+            while not done:
+                obs, _, term, trunc, info = env.step(policy(obs, env.action_masks()))
+                done = term or trunc
+            rows.append({"key": f"{p.key}|maskable_ppo|{run_seed}|{s}|{setup['episodes']}", "problem": name,
+                         "controller": "maskable_ppo", "run_seed": run_seed, "seed": s,
+                         "test_accuracy": info["final_accuracy"], "params_added": info["params_added"]})
+    return rows
+
+
+def maskable_rows(args: argparse.Namespace, setup: dict[str, Any], progress) -> tuple[list[dict], str|None]:
+    "The peer's test episodes (cached in maskable.jsonl), or none and the one line that says why it was skipped."
+    if MASKABLE_SKIP:
+        return [], MASKABLE_SKIP
+    suite = get_suite(args.suite)
+    if any(p.blueprints != suite.blueprints for p in suite.problems):
+        return [], "MaskablePPO: skipped (its GrowthEnv plays one menu, and the problems of this suite differ)."
+    cache = PlayCache(Path(args.out) / "maskable.jsonl")
+    key = lambda p, k, s: f"{p.key}|maskable_ppo|{k}|{s}|{args.episodes}"
+    todo = [k for k in args.train_seeds
+            if not all(key(p, k, s) in cache.rows for p in suite.problems for s in args.eval_seeds)]
+    jobs = (todo, [setup] * len(todo), [list(suite.names)] * len(todo), [list(args.eval_seeds)] * len(todo))
+    if args.workers == 1 or len(todo) <= 1:
+        done = map(maskable_job, *jobs)  # played one by one, each cached as it ends
+    else:
+        with stoppable_pool(min(args.workers, len(todo))) as pool:
+            done = list(pool.map(maskable_job, *jobs))
+    for played in done:
+        for r in played:
+            cache.add(r)
+        progress(f"MaskablePPO run seed {played[0]['run_seed']}: "
+                 f"{statistics.fmean(r['test_accuracy'] for r in played):.1f}%")
+    rows = [cache.rows[key(p, k, s)] for k in args.train_seeds for p in suite.problems for s in args.eval_seeds]
+    return rows, None
+
+
 def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     "The whole suite benchmark: episodes, summary, targets and files (see the module's docstring)."
     t0, started = time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -148,6 +210,7 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
         "task": None, "suite": {"name": suite.name, "version": suite.version,
                                 "problems": [p.to_dict() for p in suite.problems]},
         "tune_seeds": list(args.tune_seeds), "test_seeds": list(args.eval_seeds), "run_seeds": list(args.train_seeds),
+        "esper": esper.__version__, "numpy": _version("numpy"),
         "sb3_contrib": None if MASKABLE_SKIP else _version("sb3_contrib")}
     title = (f"suite {suite.name} v{suite.version}: PPO trained on {args.train_suite} ({args.episodes} episodes x "
              f"{len(args.train_seeds)} run seeds), test seeds {list(args.eval_seeds)}")
@@ -167,7 +230,9 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
         trained, ppo_rows = train_and_play(args, setup, progress)
         rows += [r | {"controller": "ppo"} for r in ppo_rows if r["seed"] in test]
         rows += open_loop_rows(args, ppo_rows, cache, progress)
-    notes = (MASKABLE_SKIP,) if MASKABLE_SKIP else ()
+        peer, skipped = maskable_rows(args, setup, progress)
+        rows += peer
+    notes = (skipped,) if skipped else ()
     summary = sb.suite_summary(suite, rows, oracle, rule, list(args.train_seeds), list(test))
     seeds = [seed_summary(t, [r for r in ppo_rows if r["run_seed"] == t["train_seed"] and r["seed"] in test])
              for t in trained]

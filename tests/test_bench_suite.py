@@ -37,7 +37,7 @@ def test_every_file_is_written_with_commit_machine_and_versions(run):
         assert (out / name).stat().st_size > 0, name
     assert (out / "plans.png").read_bytes()[:4] == b"\x89PNG"
     c = res["config"]
-    assert c["git_commit"] and c["torch"] and c["python"] and c["cpu_count"] >= 1
+    assert c["git_commit"] and c["torch"] and c["python"] and c["esper"] and c["numpy"] and c["cpu_count"] >= 1
     assert c["suite"]["name"] == "tiny" and [p["name"] for p in c["suite"]["problems"]] == list(TINY.names)
     assert (c["run_seeds"], c["tune_seeds"], c["test_seeds"]) == ([0], [1000], [2000, 2001])
 
@@ -103,3 +103,40 @@ def test_bad_suite_flags_end_in_one_line_before_any_work(tmp_path, capsys, flags
         _bench().main([*FLAGS, *flags, "--out", str(tmp_path / "o")])
     assert line in capsys.readouterr().err
     assert not (tmp_path / "o" / "plays.jsonl").exists()
+
+
+class _FakeVecNormalize:
+    "Stands in for stable-baselines3's VecNormalize: observations pass through unchanged."
+    def __init__(self, venv, **kw): self.venv, self.training = venv, True
+    def normalize_obs(self, obs): return obs
+
+
+class _FakeMaskablePPO:
+    "Stands in for sb3-contrib's MaskablePPO: learns nothing, always picks each head's first allowed action."
+    def __init__(self, policy, venv, **kw): self.kw, self.learned = kw, None
+    def learn(self, total_timesteps): self.learned = total_timesteps
+    def predict(self, obs, deterministic, action_masks):
+        import numpy as np
+        assert deterministic and obs.shape[0] == 1
+        return np.array([[int(np.argmax(m)) for m in _FakeMaskablePPO.split(action_masks[0])]]), None
+    split = None
+
+
+def test_the_peer_trains_on_the_train_suite_and_plays_each_problem_greedily(monkeypatch):
+    "MaskablePPO's wiring, with sb3 stand-ins (it is an optional dependency): its rows are the table's column."
+    import types
+    import numpy as np
+    from esper.simic.envs.gym_env import GrowthEnv
+    _bench()
+    import bench_suite  # before the stand-ins: it asks whether the real sb3-contrib is installed
+    sizes = GrowthEnv(suite="tiny").action_space.nvec
+    _FakeMaskablePPO.split = staticmethod(lambda m: np.split(m, np.cumsum(sizes)[:-1]))
+    monkeypatch.setitem(sys.modules, "sb3_contrib", types.SimpleNamespace(MaskablePPO=_FakeMaskablePPO))
+    vec = types.SimpleNamespace(DummyVecEnv=lambda fns: [f() for f in fns], VecNormalize=_FakeVecNormalize)
+    monkeypatch.setitem(sys.modules, "stable_baselines3.common.vec_env", vec)
+    setup = {"suite": "tiny", "train_suite": "tiny", "episodes": 4, "rent_weight": None, "contribution_weight": None,
+             "unkept_weight": None}
+    rows = bench_suite.maskable_job(3, setup, ["digits-noisy"], [2000, 2001])
+    assert [(r["problem"], r["controller"], r["run_seed"], r["seed"]) for r in rows] == [
+        ("digits-noisy", "maskable_ppo", 3, 2000), ("digits-noisy", "maskable_ppo", 3, 2001)]
+    assert all(0 <= r["test_accuracy"] <= 100 for r in rows)

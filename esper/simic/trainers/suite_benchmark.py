@@ -158,7 +158,7 @@ def suite_summary(
         "ppo_per_run": {k: statistics.fmean(v) for k, v in per_run.items()},
     }
 
-# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #ba9f3e0f
+# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #80dbd729
 MIN_EXPLAINED_VARIANCE = 0.3
 
 
@@ -205,7 +205,7 @@ def suite_targets(
     target(f"explained variance >= {MIN_EXPLAINED_VARIANCE} over the last quarter, every run seed", shown, not bad)
     return out
 
-# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #1f2e8b93
+# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #65aa87db
 def _cell(v) -> str:
     return "n/a" if v is None else f"{v:.1f}"
 
@@ -243,7 +243,7 @@ def markdown_report(
     out += [f"| {t['target']} | {t['value']} | {verdict[t['pass']]} |" for t in targets]
     return "\n".join(out) + "\n"
 
-# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #39d1e458
+# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #8534e24f
 def plot_scatter(
     summary: dict[str, Any],  # `suite_summary`'s result
 ):
