@@ -30,6 +30,8 @@ import esper
 from bench_learning import SUITE_FILES, make_setup, png, run_config, seed_summary, train_job
 from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
+from esper.simic.envs.parallel_env_state import EpisodeSpec
+from esper.simic.trainers.vectorized import suite_slots
 from esper.simic.trainers import suite_benchmark as sb
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, run_plays, search
 from esper.tamiyo.problems import SUITES, get_suite
@@ -53,6 +55,14 @@ def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> N
         if other != menu:
             ap.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} offers {', '.join(other)}; the policies "
                      f"train on --train-suite {args.train_suite}'s menu {', '.join(menu)}: give suites of one menu")
+    try:  # one policy reads one slot count: a suite whose hosts have another would fail hours into the run
+        slots = {flag: suite_slots(EpisodeSpec(get_suite(getattr(args, flag))), 0)
+                 for flag in ("train_suite", "suite", "curve_suite")}
+    except ValueError as e:
+        ap.error(str(e))
+    if len(set(slots.values())) > 1:
+        ap.error("the suites' hosts have different slot counts (" + ", ".join(
+            f"--{k.replace('_', '-')} {getattr(args, k)}: {v}" for k, v in slots.items()) + "); one policy reads one")
     both = sorted(set(args.tune_seeds) & set(args.eval_seeds))
     if both:
         ap.error(f"seeds {both} are both --tune-seeds and --test-seeds: nothing may be chosen on a reporting seed")

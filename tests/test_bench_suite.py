@@ -140,3 +140,13 @@ def test_the_peer_trains_on_the_train_suite_and_plays_each_problem_greedily(monk
     assert [(r["problem"], r["controller"], r["run_seed"], r["seed"]) for r in rows] == [
         ("digits-noisy", "maskable_ppo", 3, 2000), ("digits-noisy", "maskable_ppo", 3, 2001)]
     assert all(0 <= r["test_accuracy"] <= 100 for r in rows)
+
+
+def test_suites_whose_hosts_have_another_slot_count_are_refused(tmp_path, capsys, monkeypatch):
+    import dataclasses
+    from esper.tamiyo.problems import SUITES, Suite
+    narrow = Suite("tiny-narrow", 1, tuple(dataclasses.replace(p, slots=("block1",)) for p in TINY.problems))
+    monkeypatch.setitem(SUITES, "tiny-narrow", narrow)  # the same problems, seeds in one slot only
+    with pytest.raises(SystemExit):
+        _bench().main([*FLAGS, "--suite", "tiny-narrow", "--out", str(tmp_path / "o")])
+    assert "different slot counts (--train-suite tiny: 2, --suite tiny-narrow: 1" in capsys.readouterr().err
