@@ -599,7 +599,7 @@ def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], tar
 #: The result set the benchmark writes into --out, all or nothing, once every job is done.
 RESULT_FILES = ("results.json", "table.md", "learning_curves.png", "lifecycle.png")
 #: The same with --suite (bench/bench_suite.py).
-SUITE_FILES = ("results.json", "table.md", "scatter.png", "plans.png", "learning_curves.png")
+SUITE_FILES = ("results.json", "table.md", "paired.png", "scatter.png", "plans.png", "learning_curves.png")
 
 
 def png(fig: Any) -> bytes:

@@ -9,9 +9,9 @@ sb3-contrib is installed, MaskablePPO trained on the same suite and budget throu
 comparisons and targets come from `esper.simic.trainers.suite_benchmark`.
 
 Written under --out: results.json (config with commit, machine and versions; the headroom report; the summary; the
-targets; every episode), table.md, scatter.png, plans.png, learning_curves.png; seed<k>/ per run seed (checkpoint,
-history, and episodes.jsonl: its evaluation episodes); plays.jsonl, every rule's episode (a cache: --resume and
---overwrite keep it). `make bench-suite`, or in seconds on the `tiny` suite:
+targets; every episode), table.md, paired.png, scatter.png, plans.png, learning_curves.png; seed<k>/ per run seed
+(checkpoint, history, and episodes.jsonl: its evaluation episodes); plays.jsonl, every rule's episode (a cache:
+--resume and --overwrite keep it). `make bench-suite`, or in seconds on the `tiny` suite:
     python bench/bench_learning.py --suite tiny --train-suite tiny --curve-suite tiny --run-seeds 0 --episodes 4 \\
         --n-envs 2 --tune-seeds 1000 --test-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --out /tmp/bs
 """
@@ -136,7 +136,8 @@ def open_loop_rows(args, ppo_rows: list[dict], cache: PlayCache, progress) -> li
     suite, chosen = get_suite(args.suite), {}
     for k in args.train_seeds:
         for p in suite.problems:
-            tune = [r for r in ppo_rows if r["run_seed"] == k and r["problem"] == p.name and r["seed"] in args.tune_seeds]
+            tune = [r for r in ppo_rows
+                    if r["run_seed"] == k and r["problem"] == p.name and r["seed"] in args.tune_seeds]
             chosen[k, p.name] = sb.open_loop_plan(sorted(tune, key=lambda r: r["seed"]))
     jobs = {key: [Play(suite[key[1]], plan, s) for s in args.eval_seeds] for key, plan in chosen.items()}
     played = run_plays([j for js in jobs.values() for j in js], cache, args.workers, on_row=progress_row(progress))
@@ -257,6 +258,7 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
                                    "ppo_seeds": seeds, "plans": {p: dict(c) for p, c in shares.items()},
                                    "episodes": rows + [r for r in ppo_rows if r["seed"] in tune], "table": table}),
         "table.md": table,
+        "paired.png": png(sb.plot_paired(summary)),
         "scatter.png": png(sb.plot_scatter(summary)),
         "plans.png": png(sb.plot_plans(summary, shares)),
         "learning_curves.png": png(sb.plot_curves({s["train_seed"]: s["curve"] for s in seeds},

@@ -33,7 +33,7 @@ def run(tmp_path_factory):
 
 def test_every_file_is_written_with_commit_machine_and_versions(run):
     out, res = run
-    for name in ("table.md", "scatter.png", "plans.png", "learning_curves.png"):
+    for name in ("table.md", "paired.png", "scatter.png", "plans.png", "learning_curves.png"):
         assert (out / name).stat().st_size > 0, name
     assert (out / "plans.png").read_bytes()[:4] == b"\x89PNG"
     c = res["config"]

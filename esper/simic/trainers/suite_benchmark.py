@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['ARMS', 'RULES', 'PER_RUN', 'MIN_EXPLAINED_VARIANCE', 'germination_plan', 'play_policy', 'open_loop_plan', 'paired',
-           'suite_summary', 'suite_targets', 'markdown_report', 'plot_scatter', 'plan_shares', 'plot_plans',
-           'plot_curves']
+           'suite_summary', 'suite_targets', 'markdown_report', 'plot_scatter', 'plot_paired', 'plan_shares',
+           'plot_plans', 'plot_curves']
 
 # %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #0ef1ebb1
 import statistics
@@ -262,6 +262,28 @@ def plot_scatter(
     ax.set(
         xlabel="best single rule, test accuracy %", ylabel="test accuracy %", title=f"{summary['suite']}: per problem"
     )
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_paired(
+    summary: dict[str, Any],  # `suite_summary`'s result
+):
+    "PPO less each arm, paired over problems x test seeds: the mean and its 95% CI; the targets' lines dashed."
+    import matplotlib.pyplot as plt
+
+    less = summary["ppo_less"]
+    arms = list(less)
+    fig, ax = plt.subplots(figsize=(6.5, 0.4 * len(arms) + 1.5))
+    ci = [0.0 if less[a]["ci95"] != less[a]["ci95"] else less[a]["ci95"] for a in arms]  # nan: one pair, no bar
+    ax.errorbar([less[a]["mean"] for a in arms], range(len(arms)), xerr=ci, fmt="o", capsize=3)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.axvline(3, color="grey", dashes=[4, 2], lw=0.8, label=f"target over {summary['rule']}: +3")
+    ax.set_yticks(range(len(arms)), arms)
+    ax.invert_yaxis()
+    ax.set(xlabel="PPO less the arm, test accuracy points (paired, 95% CI)", title=f"{summary['suite']}: PPO against")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
