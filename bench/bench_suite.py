@@ -33,7 +33,7 @@ from esper.simic.envs.env import load_ppo_controller
 from esper.simic.envs.parallel_env_state import EpisodeSpec
 from esper.simic.trainers.vectorized import suite_slots
 from esper.simic.trainers import suite_benchmark as sb
-from esper.tamiyo.plan_search import Play, PlayCache, as_played, run_plays, search
+from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
 from esper.tamiyo.problems import SUITES, get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
 from stoppable_pool import stoppable_pool, stops_in_one_line
@@ -244,6 +244,8 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
         peer, skipped = maskable_rows(args, setup, progress)
         rows += peer
     notes = (skipped,) if skipped else ()
+    searched = [cache.rows[Play(p, c, s).key] | {"phase": "plan search"}  # every plan on the tune seeds
+                for p in suite.problems for c in plan_controllers(p) for s in tune]
     summary = sb.suite_summary(suite, rows, oracle, rule, list(args.train_seeds), list(test))
     seeds = [seed_summary(t, [r for r in ppo_rows if r["run_seed"] == t["train_seed"] and r["seed"] in test])
              for t in trained]
@@ -256,7 +258,8 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     files = {
         "results.json": json_text({"config": config, "headroom": headroom, "summary": summary, "targets": targets,
                                    "ppo_seeds": seeds, "plans": {p: dict(c) for p, c in shares.items()},
-                                   "episodes": rows + [r for r in ppo_rows if r["seed"] in tune], "table": table}),
+                                   "episodes": rows + [r for r in ppo_rows if r["seed"] in tune] + searched,
+                                   "table": table}),
         "table.md": table,
         "paired.png": png(sb.plot_paired(summary)),
         "scatter.png": png(sb.plot_scatter(summary)),

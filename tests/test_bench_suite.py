@@ -40,6 +40,9 @@ def test_every_file_is_written_with_commit_machine_and_versions(run):
     assert c["git_commit"] and c["torch"] and c["python"] and c["esper"] and c["numpy"] and c["cpu_count"] >= 1
     assert c["suite"]["name"] == "tiny" and [p["name"] for p in c["suite"]["problems"]] == list(TINY.names)
     assert (c["run_seeds"], c["tune_seeds"], c["test_seeds"]) == ([0], [1000], [2000, 2001])
+    searched = [e for e in res["episodes"] if e.get("phase") == "plan search"]
+    assert len(searched) == sum(len(m) for m in res["headroom"]["tune_means"].values())  # every plan, one tune seed
+    assert {e["seed"] for e in searched} == {1000}
 
 
 def test_the_table_has_a_row_per_problem_read_from_the_episodes(run):
