@@ -17,7 +17,7 @@ PPO_FLAGS ?= --vectorized --n-envs 8 --max-epochs 15 --max-batches 30 --device a
 	--gae-lambda 0.8 --germinate-gae-lambda 1 --lr-end 0 --lr-anneal-episodes $(PPO_EPISODES)
 EVAL_SEEDS ?= 2000 2001 2002
 
-.PHONY: install run bench-learning bench-learning-full test check-export nbdev-test pytest test-slow lab docs docs-check readme export
+.PHONY: install run bench-learning bench-learning-full bench-suite test check-export nbdev-test pytest test-slow lab docs docs-check readme export
 
 $(STAMP): setup.py settings.ini .ci/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +44,14 @@ run: $(STAMP)
 # The learning benchmark: PPO-Tamiyo (5 training seeds) against every baseline on held-out seeds, with targets.
 bench-learning: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --preset short
+
+# The suite benchmark: PPO trained on the train suite (5 run seeds), judged on every held-out problem x 5 test seeds
+# against the oracle, the best single rule, greedy, the heuristic, static, random and its own open-loop replay.
+# Run again with BENCH_SUITE_FLAGS=--resume to continue a cut run.
+BENCH_SUITE_FLAGS ?=
+bench-suite: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --suite heldout --train-suite train --curve-suite tune \
+		--run-seeds 0 1 2 3 4 --tune-seeds 1000 1001 --test-seeds 2000 2001 2002 2003 2004 $(BENCH_SUITE_FLAGS)
 
 # The same on whole runs (30-epoch episodes, every batch): much slower.
 bench-learning-full: $(STAMP)

@@ -12,6 +12,8 @@ Usage, from the project root: `make bench-learning` (short preset) or `make benc
 On many cores the full preset goes faster with environment workers per training seed, for example
 `--workers 5 --env-workers 3` on 16 cores; `--resume` continues seeds whose training was cut short. Ctrl-C or
 SIGTERM stops every worker and keeps each seed's last checkpoint.
+With --suite NAME it judges policies trained on a suite (--train-suite) on every problem of NAME instead: see
+bench/bench_suite.py and `make bench-suite`.
 A tiny run that checks the plumbing in seconds:
     python bench/bench_learning.py --episodes 4 --n-envs 2 --max-epochs 3 --max-batches 2 --train-seeds 0 1 \\
         --eval-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --schedules conv_small --out /tmp/bl
@@ -107,10 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-batches", type=nonneg_int, default=None,
       help="training batches per epoch, 0 = every batch (short: 30, full: every batch)")
     a("--n-envs", type=positive_int, default=None, help="episodes per PPO update, stepped in lockstep (preset: 8)")
-    a("--train-seeds", type=seed_int, nargs="+", default=[0, 1, 2, 3, 4],
+    a("--train-seeds", "--run-seeds", type=seed_int, nargs="+", default=[0, 1, 2, 3, 4],
       help="PPO run seeds, one policy each; run k trains on task seeds k .. k + episodes / G - 1, G the "
            "--episodes-per-task-seed (default: 0 1 2 3 4)")
-    a("--eval-seeds", type=seed_int, nargs="+", default=None,
+    a("--eval-seeds", "--test-seeds", type=seed_int, nargs="+", default=None,
       help="held-out task seeds of the final evaluation (short: 2000-2004; full: those and 3000-3009, since five "
            "seeds priced a second blueprint at a tenth of its cost on fifteen). Not 1000-1009: those are the tuning "
            "seeds, so results on them are not held out")
@@ -179,7 +181,16 @@ def build_parser() -> argparse.ArgumentParser:
     a("--resume", action="store_true",
       help="continue each training seed from its checkpoint seed<k>/agent.pt under --out where one exists (same "
            "settings), so a run cut short, e.g. by a time limit, goes on where it stopped")
-    a("--out", default=None, help="output folder (default: runs/bench_learning/<preset>)")
+    a("--suite", default=None,
+      help="judge on a suite instead of one task: train each run seed's policy on --train-suite, then play it and "
+           "every rule on every problem of this suite x the test seeds (bench/bench_suite.py; default: off)")
+    a("--train-suite", default="train", help="with --suite: the suite the policies train on (default: train)")
+    a("--curve-suite", default="tune",
+      help="with --suite: the suite of the learning-curve evaluations, on the --curve-seeds (default: tune)")
+    a("--tune-seeds", type=seed_int, nargs="+", default=[1000, 1001],
+      help="with --suite: seeds that choose the oracle's plan, the best single rule and each policy's open-loop "
+           "replay on every problem (default: 1000 1001)")
+    a("--out", default=None, help="output folder (default: runs/bench_learning/<preset>, or <suite> with --suite)")
     a("--overwrite", action="store_true",
       help="replace an earlier benchmark's results and checkpoints in --out (default: refuse; --resume continues it)")
     a("--schedules", nargs="+", default=list(DEFAULT_SCHEDULES), metavar="BLUEPRINTS",
@@ -239,8 +250,11 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     if args.group_baseline and args.episodes_per_task_seed < 2:
         ap.error("--group-baseline compares episodes on one task seed: it needs --episodes-per-task-seed >= 2")
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 for PPO (got {args.max_epochs})")
-    args.out = Path(args.out or f"runs/bench_learning/{args.preset}")
-    if args.eval_seeds is None: args.eval_seeds = list(EVAL_SEEDS[args.preset])
+    args.out = Path(args.out or f"runs/bench_learning/{args.suite or args.preset}")
+    if args.eval_seeds is None: args.eval_seeds = list(EVAL_SEEDS["short" if args.suite else args.preset])
+    if args.suite:  # its own flags are checked before any work: suites, menus, seeds
+        from bench_suite import check_suite_args
+        check_suite_args(ap, args)
     for flag in ("train_seeds", "eval_seeds", "curve_seeds", "schedules"):
         values = getattr(args, flag)
         repeated = sorted({v for v in values if values.count(v) > 1})
@@ -253,7 +267,7 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         line = seed_span_error("--train-seeds", k, (args.episodes - 1) // args.episodes_per_task_seed + 1, why)
         if line: ap.error(line)
     used = training_task_seeds(args.train_seeds, args.episodes, args.episodes_per_task_seed)
-    for flag in ("eval_seeds", "curve_seeds"):
+    for flag in ("eval_seeds", "curve_seeds") + (("tune_seeds",) if args.suite else ()):
         seen = sorted(set(getattr(args, flag)) & used)
         if seen:
             ap.error(f"--{flag.replace('_', '-')} {seen} are task seeds that training episodes use "
@@ -269,7 +283,7 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     except OSError as e:
         ap.error(f"--out {args.out} is not a writable folder ({e.strerror or e})")
     if not (args.resume or args.overwrite):  # a finished benchmark holds hours of training: never replaced by accident
-        found = earlier_results(args.out, RESULT_FILES) + sorted(
+        found = earlier_results(args.out, SUITE_FILES if args.suite else RESULT_FILES) + sorted(
             str(p.relative_to(args.out)) for p in args.out.glob("seed*/agent.pt"))
         if found:
             ap.error(f"--out {args.out} already holds an earlier benchmark ({', '.join(found[:4])}"
@@ -336,7 +350,7 @@ class CurveProbe:
             return
         while self.next_at <= episodes: self.next_at += self.setup["eval_every"]
         t0 = time.perf_counter()
-        rows = [play(PPOController(agent), s, self.setup) for s in self.setup["curve_seeds"]]  # normaliser frozen
+        rows = curve_rows(PPOController(agent), self.setup)  # greedy, the normaliser frozen
         record["eval_accuracy"] = statistics.fmean(r["final_accuracy"] for r in rows)
         record["eval_params_added"] = statistics.fmean(r["params_added"] for r in rows)
         if self.setup.get("keep_policies") and self.clock is not None:  # beside the seed's checkpoint
@@ -351,6 +365,16 @@ class CurveProbe:
     def tick(self) -> None:
         "Keep the elapsed time beside the checkpoint, so that a resumed run reports its whole training time."
         if self.clock is not None: write_json_atomic(self.clock, {"train_seconds": self.elapsed()})
+
+
+def curve_rows(controller: Any, setup: dict[str, Any]) -> list[dict[str, Any]]:
+    "The learning curve's episodes: the task on the curve seeds, or with a suite every --curve-suite problem on them."
+    if not setup.get("curve_suite"):
+        return [play(controller, s, setup) for s in setup["curve_seeds"]]
+    from esper.simic.trainers.suite_benchmark import play_policy
+    from esper.tamiyo.problems import get_suite
+    acts, curve = get_suite(setup["train_suite"]), get_suite(setup["curve_suite"])
+    return [play_policy(controller, acts, p, s) for p in curve.problems for s in setup["curve_seeds"]]
 
 
 def read_clock(clock: Path|None) -> float:
@@ -392,8 +416,13 @@ def run_settings(train_seed: int, setup: dict[str, Any], checkpoint: Path, resum
     "The one settings object of training seed `train_seed`'s PPO run: its episodes, agent, checkpoint and workers."
     ppo = dict(setup["ppo"])  # TrainingConfig fields, and the ramps in episodes (the run's settings)
     ramps = {k: ppo.pop(k) for k in ("entropy_anneal_episodes", "lr_anneal_episodes") if k in ppo}
+    if setup.get("train_suite"):  # the suite's problems set the task, host, budgets and length of every episode
+        from esper.tamiyo.problems import get_suite
+        spec = EpisodeSpec(get_suite(setup["train_suite"]), reward_config(setup))
+    else:
+        spec = EpisodeSpec(TaskProblem(TASK, episode_config(setup)), reward_config(setup))
     return RunSettings(
-        EpisodeSpec(TaskProblem(TASK, episode_config(setup)), reward_config(setup)),
+        spec,
         TrainingConfig(**ppo),
         n_episodes=setup["episodes"],
         episodes_per_update=setup["n_envs"],
@@ -569,6 +598,8 @@ def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], tar
 
 #: The result set the benchmark writes into --out, all or nothing, once every job is done.
 RESULT_FILES = ("results.json", "table.md", "learning_curves.png", "lifecycle.png")
+#: The same with --suite (bench/bench_suite.py).
+SUITE_FILES = ("results.json", "table.md", "paired.png", "scatter.png", "plans.png", "learning_curves.png")
 
 
 def png(fig: Any) -> bytes:
@@ -692,6 +723,30 @@ def run_jobs(args: argparse.Namespace, setup: dict[str, Any]) -> tuple[list[dict
     return sorted(trained, key=lambda r: r["train_seed"]), rows
 
 
+def make_setup(args: argparse.Namespace) -> dict[str, Any]:
+    "What every worker job reads: the run's settings as plain values (with --suite, the suites' names too)."
+    return {"out": str(args.out), "episodes": args.episodes, "n_envs": args.n_envs, "max_epochs": args.max_epochs,
+            "max_batches": args.max_batches, "lr_schedule": args.lr_schedule, "param_budget": args.param_budget,
+            "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
+            "ppo": dict(PPO_SETTINGS) | args.ppo_settings,
+            "env_workers": args.env_workers, "resume": args.resume, "keep_policies": args.keep_policies,
+            "rent_weight": args.rent_weight, "contribution_weight": args.contribution_weight,
+            "unkept_weight": args.unkept_weight,
+            "episodes_per_task_seed": args.episodes_per_task_seed, "group_baseline": args.group_baseline,
+            "blueprint_offer_episodes": args.blueprint_offer_episodes,
+            **({"train_suite": args.train_suite, "curve_suite": args.curve_suite} if args.suite else {})}
+
+
+def run_config(args: argparse.Namespace, setup: dict[str, Any], started: str, argv: list[str]|None) -> dict[str, Any]:
+    "results.json's config: the settings, the seeds, and the commit, machine and versions that produced it."
+    return {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
+            "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,
+            "schedules": args.schedules, **git_state(Path(__file__).resolve().parent.parent), "device": "cpu",
+            "torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
+            "cpu_model": cpu_model(),
+            "platform": platform.platform(), "started": started, "argv": sys.argv[1:] if argv is None else argv}
+
+
 def main(argv: list[str]|None=None) -> int:
     "Run the benchmark; prints the tables and returns 0 (also when targets fail: they are a measurement)."
     ap = build_parser()
@@ -700,22 +755,12 @@ def main(argv: list[str]|None=None) -> int:
     torch.set_num_threads(1)
     import matplotlib
     matplotlib.use("Agg")
+    if args.suite:
+        from bench_suite import run_suite
+        return run_suite(args, argv)
     started, t0 = datetime.now(timezone.utc).isoformat(timespec="seconds"), time.perf_counter()
-    setup = {"out": str(args.out), "episodes": args.episodes, "n_envs": args.n_envs, "max_epochs": args.max_epochs,
-             "max_batches": args.max_batches, "lr_schedule": args.lr_schedule, "param_budget": args.param_budget,
-             "curve_seeds": list(args.curve_seeds), "eval_every": args.eval_every,
-             "ppo": dict(PPO_SETTINGS) | args.ppo_settings,
-             "env_workers": args.env_workers, "resume": args.resume, "keep_policies": args.keep_policies,
-             "rent_weight": args.rent_weight, "contribution_weight": args.contribution_weight,
-             "unkept_weight": args.unkept_weight,
-             "episodes_per_task_seed": args.episodes_per_task_seed, "group_baseline": args.group_baseline,
-             "blueprint_offer_episodes": args.blueprint_offer_episodes}
-    config = {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
-              "train_seeds": args.train_seeds, "eval_seeds": args.eval_seeds, "workers": args.workers,
-              "schedules": args.schedules, **git_state(Path(__file__).resolve().parent.parent), "device": "cpu",
-              "torch": torch.__version__, "python": platform.python_version(), "cpu_count": os.cpu_count(),
-              "cpu_model": cpu_model(),
-              "platform": platform.platform(), "started": started, "argv": sys.argv[1:] if argv is None else argv}
+    setup = make_setup(args)
+    config = run_config(args, setup, started, argv)
     batches = "every batch" if args.max_batches is None else f"{args.max_batches} batches"
     budget = "" if args.param_budget is None else f"at most {args.param_budget:,} parameters, "
     budget += "" if args.rent_weight is None else f"rent weight {args.rent_weight:g}, "

@@ -1,0 +1,281 @@
+"""The suite benchmark, `bench_learning.py --suite NAME`: policies trained on a suite, judged on another's problems.
+
+Each run seed trains one PPO policy on --train-suite (its learning curve: greedy episodes on the --curve-suite
+problems x --curve-seeds). Then on every problem of --suite, on the same episode seeds: each policy greedily (on the
+tune seeds, which choose its open-loop replay, and the test seeds, which report), the oracle and the best single rule
+(chosen on the tune seeds by `plan_search.search`), the greedy rule, the heuristic, static, random, each policy's
+open-loop replay (its most frequent plan on the problem's tune seeds, played blind on the test seeds) and, where
+sb3-contrib is installed, MaskablePPO trained on the same suite and budget through `GrowthEnv`. The tables, paired
+comparisons and targets come from `esper.simic.trainers.suite_benchmark`.
+
+Written under --out: results.json (config with commit, machine and versions; the headroom report; the summary; the
+targets; every episode), table.md, paired.png, scatter.png, plans.png, learning_curves.png; seed<k>/ per run seed
+(checkpoint, history, and episodes.jsonl: its evaluation episodes); plays.jsonl, every rule's episode (a cache:
+--resume and --overwrite keep it). `make bench-suite`, or in seconds on the `tiny` suite:
+    python bench/bench_learning.py --suite tiny --train-suite tiny --curve-suite tiny --run-seeds 0 --episodes 4 \\
+        --n-envs 2 --tune-seeds 1000 --test-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --out /tmp/bs
+"""
+import argparse
+import hashlib
+import importlib.util
+import statistics
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import esper
+from bench_learning import SUITE_FILES, make_setup, png, run_config, seed_summary, train_job
+from esper.leyline.files import json_text, write_files_atomic
+from esper.simic.envs.env import load_ppo_controller
+from esper.simic.envs.parallel_env_state import EpisodeSpec
+from esper.simic.trainers.vectorized import suite_slots
+from esper.simic.trainers import suite_benchmark as sb
+from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
+from esper.tamiyo.problems import SUITES, get_suite
+import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
+from stoppable_pool import stoppable_pool, stops_in_one_line
+
+#: Why the peer did not run, or None where sb3-contrib can be imported.
+MASKABLE_SKIP = (None if importlib.util.find_spec("sb3_contrib") else
+                 "MaskablePPO: skipped (sb3-contrib is not installed; `make bench-sb3` installs it).")
+
+
+def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    "Refuse, in one line and before any work, suites that do not exist or do not share a menu, and shared seeds."
+    for flag in ("suite", "train_suite", "curve_suite"):
+        if getattr(args, flag) not in SUITES:
+            ap.error(f"--{flag.replace('_', '-')}: unknown suite {getattr(args, flag)!r}; "
+                     f"choose one of: {', '.join(SUITES)}")
+    menu = get_suite(args.train_suite).blueprints
+    for flag in ("suite", "curve_suite"):
+        other = get_suite(getattr(args, flag)).blueprints
+        if other != menu:
+            ap.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} offers {', '.join(other)}; the policies "
+                     f"train on --train-suite {args.train_suite}'s menu {', '.join(menu)}: give suites of one menu")
+    try:  # one policy reads one slot count: a suite whose hosts have another would fail hours into the run
+        slots = {flag: suite_slots(EpisodeSpec(get_suite(getattr(args, flag))), 0)
+                 for flag in ("train_suite", "suite", "curve_suite")}
+    except ValueError as e:
+        ap.error(str(e))
+    if len(set(slots.values())) > 1:
+        ap.error("the suites' hosts have different slot counts (" + ", ".join(
+            f"--{k.replace('_', '-')} {getattr(args, k)}: {v}" for k, v in slots.items()) + "); one policy reads one")
+    both = sorted(set(args.tune_seeds) & set(args.eval_seeds))
+    if both:
+        ap.error(f"seeds {both} are both --tune-seeds and --test-seeds: nothing may be chosen on a reporting seed")
+    if len(set(args.tune_seeds)) < len(args.tune_seeds):
+        ap.error("--tune-seeds repeats a seed")
+
+
+def checkpoint_digest(path: str) -> str:
+    "A short fingerprint of a checkpoint: the key of its evaluation episodes, so a retrained policy plays again."
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
+
+
+def ppo_job(run_seed: int, checkpoint: str, problem: str, seeds: list[int], setup: dict[str, Any]) -> list[dict]:
+    "Run seed `run_seed`'s policy, greedy, on one problem of the judged suite and each of `seeds`."
+    torch.set_num_threads(1)
+    suite, acts = get_suite(setup["suite"]), get_suite(setup["train_suite"])
+    controller, p = load_ppo_controller(checkpoint), suite[problem]
+    digest = checkpoint_digest(checkpoint)
+    rows = [sb.play_policy(controller, acts, p, s) | {"run_seed": run_seed, "key": f"{p.key}|ppo|{s}|{digest}"}
+            for s in seeds]
+    return [r | {"params_in_all": r["params"]} for r in rows]  # the name bench_learning's seed summary reads
+
+
+class _InProcess:
+    "The pool's `map` and `submit` run in this process: --workers 1 spawns no worker (each would import torch)."
+
+    def map(self, fn, *iterables):
+        return map(fn, *iterables)
+
+    def submit(self, fn, *args):
+        result = fn(*args)
+        return type("Done", (), {"result": lambda self: result})()
+
+
+def train_and_play(args: argparse.Namespace, setup: dict[str, Any], progress) -> tuple[list[dict], list[dict]]:
+    "Train every run seed's policy (a job each), then play each on every problem; returns (trained runs, rows)."
+    if args.workers == 1:
+        return _train_and_play(_InProcess(), args, setup, progress)
+    with stoppable_pool(args.workers) as pool:
+        return _train_and_play(pool, args, setup, progress)
+
+
+def _train_and_play(pool, args, setup, progress) -> tuple[list[dict], list[dict]]:
+    suite, seeds = get_suite(args.suite), list(args.tune_seeds) + list(args.eval_seeds)
+    rows = []
+    trained = list(pool.map(train_job, args.train_seeds, [setup] * len(args.train_seeds)))
+    for t in trained:
+        progress(f"trained run seed {t['train_seed']} in {t['train_seconds']:.0f} s")
+    jobs = []
+    for t in trained:
+        k, cache = t["train_seed"], PlayCache(Path(args.out) / f"seed{t['train_seed']}" / "episodes.jsonl")
+        digest = checkpoint_digest(t["checkpoint"])
+        for p in suite.problems:
+            keys = [f"{p.key}|ppo|{s}|{digest}" for s in seeds]
+            if all(key in cache.rows for key in keys):  # a resumed run whose policy was played already
+                rows += [cache.rows[key] for key in keys]
+            else:
+                jobs.append((cache, pool.submit(ppo_job, k, t["checkpoint"], p.name, seeds, setup)))
+    for cache, job in jobs:
+        played = job.result()
+        for r in played:
+            cache.add(r)
+        rows += played
+        progress(f"PPO run seed {played[0]['run_seed']} on {played[0]['problem']}: "
+                 f"{statistics.fmean(r['test_accuracy'] for r in played):.1f}% (tune and test seeds)")
+    return sorted(trained, key=lambda t: t["train_seed"]), rows
+
+
+def open_loop_rows(args, ppo_rows: list[dict], cache: PlayCache, progress) -> list[dict]:
+    "Each policy's open-loop replay on every problem: its most frequent tune-seed plan, played on the test seeds."
+    suite, chosen = get_suite(args.suite), {}
+    for k in args.train_seeds:
+        for p in suite.problems:
+            tune = [r for r in ppo_rows
+                    if r["run_seed"] == k and r["problem"] == p.name and r["seed"] in args.tune_seeds]
+            chosen[k, p.name] = sb.open_loop_plan(sorted(tune, key=lambda r: r["seed"]))
+    jobs = {key: [Play(suite[key[1]], plan, s) for s in args.eval_seeds] for key, plan in chosen.items()}
+    played = run_plays([j for js in jobs.values() for j in js], cache, args.workers, on_row=progress_row(progress))
+    by_key = {r["key"]: r for r in played}
+    return [by_key[j.key] | {"controller": "open-loop", "run_seed": k, "plan": plan, "rule": j.controller}
+            for (k, name), js in jobs.items() for j in js for plan in [chosen[k, name]]]
+
+
+def progress_row(progress):
+    "`run_plays`'s on_row: a line per newly played episode."
+    return lambda r: progress(f"{r['problem']} {r['controller']} seed {r['seed']}: {r['test_accuracy']:.1f}%")
+
+
+def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seeds: list[int]) -> list[dict]:
+    """The peer: sb3-contrib's MaskablePPO trained on --train-suite through `GrowthEnv` for the same episodes, with
+    bench_maskable_ppo.py's settings, then played greedily (its observation statistics frozen) on each problem."""
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
+
+    from bench_learning import reward_config
+    from bench_maskable_ppo import N_ENVS, greedy
+    from esper.simic.envs.gym_env import GrowthEnv
+    from esper.tamiyo.problems import Suite
+
+    torch.set_num_threads(1)
+    train, judged, reward = get_suite(setup["train_suite"]), get_suite(setup["suite"]), reward_config(setup)
+    steps = max(p.max_epochs for p in train.problems) - 1  # decisions of the longest episode
+    venv = VecNormalize(DummyVecEnv([lambda: GrowthEnv(suite=train, reward_config=reward)] * N_ENVS),
+                        norm_obs=True, norm_reward=False, gamma=0.99)
+    model = MaskablePPO("MlpPolicy", venv, n_steps=steps, batch_size=N_ENVS * steps, n_epochs=10, gamma=0.99,
+                        ent_coef=0.01, policy_kwargs=dict(net_arch=[256, 256]), seed=run_seed, device="cpu", verbose=0)
+    model.learn(total_timesteps=setup["episodes"] * steps)
+    policy, rows = greedy(model, venv), []
+    for name in problems:
+        p = judged[name]
+        env = GrowthEnv(suite=Suite(f"{judged.name}:{name}", judged.version, (p,)), reward_config=reward)
+        for s in seeds:
+            obs, info = env.reset(seed=s)
+            done = False
+            while not done:
+                obs, _, term, trunc, info = env.step(policy(obs, env.action_masks()))
+                done = term or trunc
+            rows.append({"key": f"{p.key}|maskable_ppo|{run_seed}|{s}|{setup['episodes']}", "problem": name,
+                         "controller": "maskable_ppo", "run_seed": run_seed, "seed": s,
+                         "test_accuracy": info["final_accuracy"], "params_added": info["params_added"]})
+    return rows
+
+
+def maskable_rows(args: argparse.Namespace, setup: dict[str, Any], progress) -> tuple[list[dict], str|None]:
+    "The peer's test episodes (cached in maskable.jsonl), or none and the one line that says why it was skipped."
+    if MASKABLE_SKIP:
+        return [], MASKABLE_SKIP
+    suite = get_suite(args.suite)
+    if any(p.blueprints != suite.blueprints for p in suite.problems):
+        return [], "MaskablePPO: skipped (its GrowthEnv plays one menu, and the problems of this suite differ)."
+    cache = PlayCache(Path(args.out) / "maskable.jsonl")
+    key = lambda p, k, s: f"{p.key}|maskable_ppo|{k}|{s}|{args.episodes}"
+    todo = [k for k in args.train_seeds
+            if not all(key(p, k, s) in cache.rows for p in suite.problems for s in args.eval_seeds)]
+    jobs = (todo, [setup] * len(todo), [list(suite.names)] * len(todo), [list(args.eval_seeds)] * len(todo))
+    if args.workers == 1 or len(todo) <= 1:
+        done = map(maskable_job, *jobs)  # played one by one, each cached as it ends
+    else:
+        with stoppable_pool(min(args.workers, len(todo))) as pool:
+            done = list(pool.map(maskable_job, *jobs))
+    for played in done:
+        for r in played:
+            cache.add(r)
+        progress(f"MaskablePPO run seed {played[0]['run_seed']}: "
+                 f"{statistics.fmean(r['test_accuracy'] for r in played):.1f}%")
+    rows = [cache.rows[key(p, k, s)] for k in args.train_seeds for p in suite.problems for s in args.eval_seeds]
+    return rows, None
+
+
+def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
+    "The whole suite benchmark: episodes, summary, targets and files (see the module's docstring)."
+    t0, started = time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="seconds")
+    suite = get_suite(args.suite)
+    setup = make_setup(args) | {"suite": args.suite}
+    config = run_config(args, setup, started, argv) | {
+        "task": None, "suite": {"name": suite.name, "version": suite.version,
+                                "problems": [p.to_dict() for p in suite.problems]},
+        "tune_seeds": list(args.tune_seeds), "test_seeds": list(args.eval_seeds), "run_seeds": list(args.train_seeds),
+        "esper": esper.__version__, "numpy": _version("numpy"),
+        "sb3_contrib": None if MASKABLE_SKIP else _version("sb3_contrib")}
+    title = (f"suite {suite.name} v{suite.version}: PPO trained on {args.train_suite} ({args.episodes} episodes x "
+             f"{len(args.train_seeds)} run seeds), test seeds {list(args.eval_seeds)}")
+    print(f"suite benchmark: {title}; {args.workers} workers -> {args.out}", flush=True)
+    progress = lambda line: print(f"[{time.perf_counter() - t0:6.0f} s] {line}", flush=True)
+    cache = PlayCache(Path(args.out) / "plays.jsonl")
+    tune, test = tuple(args.tune_seeds), tuple(args.eval_seeds)
+    kept = f"the checkpoints and episodes in {args.out} are kept: run the same command with --resume to continue"
+    with stops_in_one_line("bench_learning.py", kept):
+        headroom = search(suite, cache, args.workers, (1,), tune, test, on_row=progress_row(progress))
+        oracle = {r["problem"]: r["oracle_plan"] for r in headroom["problems"]}
+        rule = {p.name: as_played(p, headroom["best_single_rule"]) for p in suite.problems}
+        fixed = [Play(p, c, s) for p in suite.problems
+                 for c in dict.fromkeys([oracle[p.name], rule[p.name], "greedy", "heuristic", "static", "random"])
+                 for s in test]
+        rows = run_plays(fixed, cache, args.workers, on_row=progress_row(progress))
+        trained, ppo_rows = train_and_play(args, setup, progress)
+        rows += [r | {"controller": "ppo"} for r in ppo_rows if r["seed"] in test]
+        rows += open_loop_rows(args, ppo_rows, cache, progress)
+        peer, skipped = maskable_rows(args, setup, progress)
+        rows += peer
+    notes = (skipped,) if skipped else ()
+    searched = [cache.rows[Play(p, c, s).key] | {"phase": "plan search"}  # every plan on the tune seeds
+                for p in suite.problems for c in plan_controllers(p) for s in tune]
+    summary = sb.suite_summary(suite, rows, oracle, rule, list(args.train_seeds), list(test))
+    seeds = [seed_summary(t, [r for r in ppo_rows if r["run_seed"] == t["train_seed"] and r["seed"] in test])
+             for t in trained]
+    targets = sb.suite_targets(summary, {s["train_seed"]: s["explained_variance_last_quarter"] for s in seeds})
+    table = sb.markdown_report(summary, targets, title, notes)
+    config["wall_seconds"] = time.perf_counter() - t0
+    print()
+    print(table, flush=True)
+    shares = sb.plan_shares([r for r in ppo_rows if r["seed"] in test], suite.names)
+    files = {
+        "results.json": json_text({"config": config, "headroom": headroom, "summary": summary, "targets": targets,
+                                   "ppo_seeds": seeds, "plans": {p: dict(c) for p, c in shares.items()},
+                                   "episodes": rows + [r for r in ppo_rows if r["seed"] in tune] + searched,
+                                   "table": table}),
+        "table.md": table,
+        "paired.png": png(sb.plot_paired(summary)),
+        "scatter.png": png(sb.plot_scatter(summary)),
+        "plans.png": png(sb.plot_plans(summary, shares)),
+        "learning_curves.png": png(sb.plot_curves({s["train_seed"]: s["curve"] for s in seeds},
+                                                  f"learning curves on {args.curve_suite} ({title})")),
+    }
+    try:
+        write_files_atomic(args.out, files, stale=SUITE_FILES)
+    except OSError as e:
+        print(f"bench_learning.py: error: {e} (the table above was not saved; {kept})")
+        return 1
+    print(f"wrote {args.out / 'results.json'}, {', '.join(SUITE_FILES[1:])} ({config['wall_seconds']:.0f} s in all)")
+    return 0
+
+
+def _version(name: str) -> str:
+    from importlib.metadata import version
+    return version(name)

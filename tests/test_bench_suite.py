@@ -1,0 +1,155 @@
+"""bench/bench_learning.py --suite on the `tiny` suite, end to end in one process: every arm on the same episodes, the
+per-problem table read back from the episodes, the open-loop replay being the policy's own tune-seed plan, the
+figures, the refusal of an earlier --out, and a --resume that plays nothing again."""
+import importlib.util
+import json
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from esper.tamiyo.problems import TINY
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+FLAGS = ["--suite", "tiny", "--train-suite", "tiny", "--curve-suite", "tiny", "--run-seeds", "0", "--episodes", "4",
+         "--n-envs", "2", "--tune-seeds", "1000", "--test-seeds", "2000", "2001", "--curve-seeds", "1001",
+         "--eval-every", "2", "--workers", "1"]
+
+
+def _bench():
+    if str(BENCH) not in sys.path: sys.path.insert(0, str(BENCH))
+    import bench_learning
+    return bench_learning
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suite") / "out"
+    assert _bench().main([*FLAGS, "--out", str(out)]) == 0
+    return out, json.loads((out / "results.json").read_text())
+
+
+def test_every_file_is_written_with_commit_machine_and_versions(run):
+    out, res = run
+    for name in ("table.md", "paired.png", "scatter.png", "plans.png", "learning_curves.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert (out / "plans.png").read_bytes()[:4] == b"\x89PNG"
+    c = res["config"]
+    assert c["git_commit"] and c["torch"] and c["python"] and c["esper"] and c["numpy"] and c["cpu_count"] >= 1
+    assert c["suite"]["name"] == "tiny" and [p["name"] for p in c["suite"]["problems"]] == list(TINY.names)
+    assert (c["run_seeds"], c["tune_seeds"], c["test_seeds"]) == ([0], [1000], [2000, 2001])
+    searched = [e for e in res["episodes"] if e.get("phase") == "plan search"]
+    assert len(searched) == sum(len(m) for m in res["headroom"]["tune_means"].values())  # every plan, one tune seed
+    assert {e["seed"] for e in searched} == {1000}
+
+
+def test_the_table_has_a_row_per_problem_read_from_the_episodes(run):
+    _, res = run
+    eps, s = res["episodes"], res["summary"]
+    assert [r["problem"] for r in s["problems"]] == list(TINY.names)
+    for row, h in zip(s["problems"], res["headroom"]["problems"]):
+        p = row["problem"]
+        ppo = [e["test_accuracy"] for e in eps if e["problem"] == p and e["controller"] == "ppo" and e["seed"] >= 2000]
+        assert len(ppo) == 2 and row["ppo"] == pytest.approx(statistics.fmean(ppo))
+        for arm in ("oracle", "greedy", "heuristic"):  # the rules as plan search scored them on the same seeds
+            assert row[arm] == pytest.approx(h[arm]), (p, arm)
+        assert row["best rule"] == pytest.approx(h["best single rule"])
+        static = [e["test_accuracy"] for e in eps if e["problem"] == p and e["controller"] == "static"]
+        assert row["static"] == pytest.approx(statistics.fmean(static))
+    lines = res["table"].splitlines()
+    head = lines[2].strip("| ").split(" | ")
+    assert head == ["problem", "PPO", "run 0", "oracle", "best rule", "greedy", "heuristic", "static", "random",
+                    "open-loop", "oracle plan"]
+    body = [ln for ln in lines if ln.startswith(("| mnist1d-small |", "| digits-noisy |", "| **mean** |"))]
+    assert len(body) == 3 and all(len(ln.split("|")) - 2 == len(head) for ln in body)
+    if "maskable_ppo" not in s["arms"]:
+        assert "MaskablePPO: skipped (sb3-contrib is not installed" in res["table"]
+    assert [t["target"].split(" (")[0] for t in res["targets"]][3:] == [
+        "PPO >= its open-loop replay + 1", "PPO >= MaskablePPO",
+        "explained variance >= 0.3 over the last quarter, every run seed"]
+
+
+def test_the_open_loop_replay_plays_the_policys_most_frequent_tune_plan(run):
+    _, res = run
+    eps = res["episodes"]
+    for p in TINY.names:
+        tune = [e["plan"] for e in eps if e["problem"] == p and e["controller"] == "ppo" and e["seed"] == 1000]
+        replay = [e for e in eps if e["problem"] == p and e["controller"] == "open-loop"]
+        assert len(tune) == 1 and len(replay) == 2
+        assert {e["plan"] for e in replay} == {Counter(tune).most_common(1)[0][0]}
+        assert {e["rule"] for e in replay} == {tune[0]}  # played as that plan, blind
+    shares = res["plans"]
+    assert sum(shares["digits-noisy"].values()) == 2  # one run seed x two test seeds
+
+
+def test_an_earlier_out_is_refused_and_resume_plays_nothing_again(run, capsys):
+    out, res = run
+    with pytest.raises(SystemExit):
+        _bench().main([*FLAGS, "--out", str(out)])
+    assert "already holds an earlier benchmark" in capsys.readouterr().err
+    plays, ppo = (out / "plays.jsonl").read_text(), (out / "seed0" / "episodes.jsonl").read_text()
+    assert _bench().main([*FLAGS, "--out", str(out), "--resume"]) == 0
+    assert (out / "plays.jsonl").read_text() == plays and (out / "seed0" / "episodes.jsonl").read_text() == ppo
+    again = json.loads((out / "results.json").read_text())
+    assert again["summary"]["means"] == res["summary"]["means"]
+
+
+@pytest.mark.parametrize("flags, line", [
+    (["--train-suite", "train"], "give suites of one menu"),
+    (["--tune-seeds", "2000"], "nothing may be chosen on a reporting seed"),
+    (["--suite", "nope"], "unknown suite 'nope'"),
+])
+def test_bad_suite_flags_end_in_one_line_before_any_work(tmp_path, capsys, flags, line):
+    with pytest.raises(SystemExit):
+        _bench().main([*FLAGS, *flags, "--out", str(tmp_path / "o")])
+    assert line in capsys.readouterr().err
+    assert not (tmp_path / "o" / "plays.jsonl").exists()
+
+
+class _FakeVecNormalize:
+    "Stands in for stable-baselines3's VecNormalize: observations pass through unchanged."
+    def __init__(self, venv, **kw): self.venv, self.training = venv, True
+    def normalize_obs(self, obs): return obs
+
+
+class _FakeMaskablePPO:
+    "Stands in for sb3-contrib's MaskablePPO: learns nothing, always picks each head's first allowed action."
+    def __init__(self, policy, venv, **kw): self.kw, self.learned = kw, None
+    def learn(self, total_timesteps): self.learned = total_timesteps
+    def predict(self, obs, deterministic, action_masks):
+        import numpy as np
+        assert deterministic and obs.shape[0] == 1
+        return np.array([[int(np.argmax(m)) for m in _FakeMaskablePPO.split(action_masks[0])]]), None
+    split = None
+
+
+def test_the_peer_trains_on_the_train_suite_and_plays_each_problem_greedily(monkeypatch):
+    "MaskablePPO's wiring, with sb3 stand-ins (it is an optional dependency): its rows are the table's column."
+    import types
+    import numpy as np
+    from esper.simic.envs.gym_env import GrowthEnv
+    _bench()
+    import bench_suite  # before the stand-ins: it asks whether the real sb3-contrib is installed
+    sizes = GrowthEnv(suite="tiny").action_space.nvec
+    _FakeMaskablePPO.split = staticmethod(lambda m: np.split(m, np.cumsum(sizes)[:-1]))
+    monkeypatch.setitem(sys.modules, "sb3_contrib", types.SimpleNamespace(MaskablePPO=_FakeMaskablePPO))
+    vec = types.SimpleNamespace(DummyVecEnv=lambda fns: [f() for f in fns], VecNormalize=_FakeVecNormalize)
+    monkeypatch.setitem(sys.modules, "stable_baselines3.common.vec_env", vec)
+    setup = {"suite": "tiny", "train_suite": "tiny", "episodes": 4, "rent_weight": None, "contribution_weight": None,
+             "unkept_weight": None}
+    rows = bench_suite.maskable_job(3, setup, ["digits-noisy"], [2000, 2001])
+    assert [(r["problem"], r["controller"], r["run_seed"], r["seed"]) for r in rows] == [
+        ("digits-noisy", "maskable_ppo", 3, 2000), ("digits-noisy", "maskable_ppo", 3, 2001)]
+    assert all(0 <= r["test_accuracy"] <= 100 for r in rows)
+
+
+def test_suites_whose_hosts_have_another_slot_count_are_refused(tmp_path, capsys, monkeypatch):
+    import dataclasses
+    from esper.tamiyo.problems import SUITES, Suite
+    narrow = Suite("tiny-narrow", 1, tuple(dataclasses.replace(p, slots=("block1",)) for p in TINY.problems))
+    monkeypatch.setitem(SUITES, "tiny-narrow", narrow)  # the same problems, seeds in one slot only
+    with pytest.raises(SystemExit):
+        _bench().main([*FLAGS, "--suite", "tiny-narrow", "--out", str(tmp_path / "o")])
+    assert "different slot counts (--train-suite tiny: 2, --suite tiny-narrow: 1" in capsys.readouterr().err
