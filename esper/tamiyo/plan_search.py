@@ -200,7 +200,7 @@ def _accs(rows: list[dict], problem: str, controller: str, seeds: tuple[int, ...
         raise ValueError(f"{controller} on {problem}: seed {missing[0]} was not played")
     return [by_seed[s] for s in seeds]
 
-
+# %% ../../nbs/tamiyo/07_plan_search.ipynb #8900ad02
 def choose(
     suite: Suite,  # the problems
     rows: list[dict[str, Any]],  # every plan on the tune seeds
@@ -266,7 +266,7 @@ def headroom(
         "tune_means": tune_means,
     }
 
-
+# %% ../../nbs/tamiyo/07_plan_search.ipynb #3ce39192
 def search(
     suite: Suite,  # the problems
     cache: PlayCache,  # played episodes
