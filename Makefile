@@ -106,9 +106,9 @@ docs-check: docs
 
 # README.md is generated from nbs/index.ipynb (nbdev_readme needs Quarto, which these machines lack).
 # (a recipe of its own, not a sub-make, so that `make -o $(STAMP) export` never reinstalls the package)
-# Links between notebooks are relative to nbs/; in README.md (at the root) they point into nbs/.
-README_CMD = $(BIN)/jupyter nbconvert --log-level WARN --to markdown --output-dir . --output README nbs/index.ipynb \
-	&& sed -i -E 's|\]\(([A-Za-z0-9_./-]+\.ipynb)|](nbs/\1|g' README.md
+# Links between notebooks are relative to nbs/; in README.md (at the root) they point into nbs/. Cells marked
+# `#| echo: false` show only their output, as on the site.
+README_CMD = $(BIN)/python .ci/readme.py nbs/index.ipynb README.md
 readme: $(STAMP)
 	$(README_CMD)
 

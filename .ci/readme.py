@@ -1,0 +1,23 @@
+"""Write README.md from nbs/index.ipynb: the landing page as markdown, with the outputs its cells saved.
+
+Cells marked `#| echo: false` (hidden on the site by Quarto) show only their output here too, and links to
+notebooks are made relative to the project root.
+"""
+import re
+import sys
+from pathlib import Path
+
+import nbformat
+from nbconvert import MarkdownExporter
+
+src, out = Path(sys.argv[1]), Path(sys.argv[2])
+nb = nbformat.read(src, as_version=4)
+for cell in nb.cells:
+    if cell.cell_type == "code" and re.search(r"^#\|\s*echo:\s*false", cell.source, re.M):
+        cell.metadata["transient"] = {"remove_source": True}
+body, resources = MarkdownExporter().from_notebook_node(nb, resources={"output_files_dir": f"{out.stem}_files", "unique_key": out.stem})
+body = re.sub(r"\]\(([A-Za-z0-9_./-]+\.ipynb)", rf"]({src.parent.as_posix()}/\1", body)
+out.write_text(body)
+for name, data in resources.get("outputs", {}).items():
+    (out.parent / name).parent.mkdir(parents=True, exist_ok=True)
+    (out.parent / name).write_bytes(data)
