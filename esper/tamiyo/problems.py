@@ -12,12 +12,14 @@ import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from fastcore.basics import patch
+
 from ..kasmina import check_blueprint_menu, family_for_dims
 from ..leyline import BLUEPRINTS
 from .episode_parts import EpisodeConfig
 from ..tasks import TASK_FAMILIES, Task, count_parameters, get_task, hosts_for
 
-# %% ../../nbs/tamiyo/06_problems.ipynb #c1fe3b30
+# %% ../../nbs/tamiyo/06_problems.ipynb #859e9f03
 @dataclass(frozen=True)
 class GrowthProblem:
     "One growth problem: what the host learns, which host grows where, under which budgets, for how long."
@@ -68,52 +70,61 @@ class GrowthProblem:
         if c is not None and (isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < float("inf")):
             raise ValueError(f"{where}: compute_budget must be a positive number of host epochs or None (got {c!r})")
 
-    @property
-    def task_settings(self) -> dict[str, Any]:
-        "The family's settings this problem changes, as a dict."
-        return dict(self.settings)
-
-    def load_task(
-        self,
-        seed: int,  # the episode's task seed: shuffling, and the data itself for a held-out seed
-        **overrides,  # more `TaskConfig` fields (data_dir, batch_size, ...)
-    ) -> Task:
-        "The task of this problem for one seed."
-        return get_task(self.task, seed=seed, settings=self.task_settings, host=self.host, **overrides)
-
-    def episode_config(
-        self,
-        base: EpisodeConfig | None = None,  # how to train (learning rates, gates, ...); the problem sets the rest
-    ) -> EpisodeConfig:
-        "The episode configuration of this problem: `base` with the problem's host, slots, budgets and length."
-        return replace(
-            base or EpisodeConfig(),
-            host=self.host,
-            slots=self.slots,
-            param_budget=self.param_budget,
-            compute_budget=self.compute_budget,
-            max_epochs=self.max_epochs,
-            max_batches=self.max_batches,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        "Plain values (JSON): what a result file or a checkpoint stores."
-        d = asdict(self)
-        d["settings"] = dict(self.settings)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GrowthProblem":
-        "The problem `to_dict` wrote."
-        return cls(**{**d, "settings": tuple(sorted(d.get("settings", {}).items()))})
-
-    @property
-    def key(self) -> str:
-        "A short fingerprint of everything that defines the problem (its name excluded): the key of cached results."
-        body = json.dumps({k: v for k, v in self.to_dict().items() if k != "name"}, sort_keys=True, default=str)
-        return hashlib.sha256(body.encode()).hexdigest()[:12]
+# %% ../../nbs/tamiyo/06_problems.ipynb #8098dc61
+@patch(as_prop=True)
+def task_settings(self: GrowthProblem) -> dict[str, Any]:
+    "The family's settings this problem changes, as a dict."
+    return dict(self.settings)
 
 
+@patch
+def load_task(
+    self: GrowthProblem,
+    seed: int,  # the episode's task seed: shuffling, and the data itself for a held-out seed
+    **overrides,  # more `TaskConfig` fields (data_dir, batch_size, ...)
+) -> Task:
+    "The task of this problem for one seed."
+    return get_task(self.task, seed=seed, settings=self.task_settings, host=self.host, **overrides)
+
+
+@patch
+def episode_config(
+    self: GrowthProblem,
+    base: EpisodeConfig | None = None,  # how to train (learning rates, gates, ...); the problem sets the rest
+) -> EpisodeConfig:
+    "The episode configuration of this problem: `base` with the problem's host, slots, budgets and length."
+    return replace(
+        base or EpisodeConfig(),
+        host=self.host,
+        slots=self.slots,
+        param_budget=self.param_budget,
+        compute_budget=self.compute_budget,
+        max_epochs=self.max_epochs,
+        max_batches=self.max_batches,
+    )
+
+# %% ../../nbs/tamiyo/06_problems.ipynb #0c486a6a
+@patch
+def to_dict(self: GrowthProblem) -> dict[str, Any]:
+    "Plain values (JSON): what a result file or a checkpoint stores."
+    d = asdict(self)
+    d["settings"] = dict(self.settings)
+    return d
+
+
+@patch(cls_method=True)
+def from_dict(cls: GrowthProblem, d: dict[str, Any]) -> "GrowthProblem":
+    "The problem `to_dict` wrote."
+    return cls(**{**d, "settings": tuple(sorted(d.get("settings", {}).items()))})
+
+
+@patch(as_prop=True)
+def key(self: GrowthProblem) -> str:
+    "A short fingerprint of everything that defines the problem (its name excluded): the key of cached results."
+    body = json.dumps({k: v for k, v in self.to_dict().items() if k != "name"}, sort_keys=True, default=str)
+    return hashlib.sha256(body.encode()).hexdigest()[:12]
+
+# %% ../../nbs/tamiyo/06_problems.ipynb #ffa28c67
 def check_budget(
     problem: GrowthProblem,  # the problem
     task: Task,  # its task, loaded
