@@ -5,10 +5,14 @@ Usage: .venv/bin/python bench/bench_episode.py [--envs 4] [--max-epochs 15] [--m
 
 It trains `--envs` episodes in lockstep with one PPO update (`train_ppo_vectorized`, in this process, the
 short preset by default) `--repeats` times and prints the median and best seconds per episode and
-host-training samples/s (episodes x epochs x batches x batch size, over the whole wall time). Then one more
+host-training samples/s (episodes x epochs x batches x batch size, over the whole wall time), and beside them
+the bare-SGD figure of the same host: the same number of steps on the same training batches with the same
+optimizer (`make_sgd`, the episode's host rate and momentum), one plain host per episode, no seeds, no
+validation, no policy (`--repeats` runs, alternated with the trainer's). Then one more
 run under cProfile splits the time into host forward, backward, optimizer steps, gradient statistics, data
 feeding, validation, counterfactual passes, telemetry, policy (features and forward), PPO update, episode
-setup and the rest; `profile.json` and `profile.png` go to `--out`.
+setup, per-epoch operation counting and the rest; wall and CPU seconds (`time.process_time`) are both
+kept: the CPU figures are steadier on a shared machine. `profile.json` and `profile.png` go to `--out`.
 Run it with OMP_NUM_THREADS=1 (the hosts are tiny; more threads only contend).
 """
 import argparse
@@ -27,10 +31,11 @@ from esper.cli import earlier_results
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tasks import get_task
+from esper.tolaria.trainer import make_sgd
 from esper.leyline.files import write_json_atomic
 
-# category -> (file suffix, function name[, caller file suffix, caller function]): cumulative time of that
-# function, optionally only what it spent when called from the given caller.
+# category -> (file suffix, function name[, caller file suffix, caller function(s)]): cumulative time of that
+# function, optionally only what it spent when called from the given callers.
 PARTS = {
     "host forward": ("torch/nn/modules/module.py", "_wrapped_call_impl", "esper/tolaria/trainer.py", "train_step"),
     "backward": ("torch/_tensor.py", "backward"),
@@ -43,6 +48,8 @@ PARTS = {
     "policy (features, forward)": ("esper/simic/envs/env.py", "act"),
     "PPO update": ("esper/simic/trainers/update_metrics.py", "run_ppo_update"),
     "episode setup": ("esper/tamiyo/episode.py", "start"),
+    "operation counting": ("esper/tolaria/compute.py", "train_flops_per_sample", "esper/tamiyo/episode.py",
+                           ("begin_epoch", "sample_flops")),  # per epoch; once per episode is in "episode setup"
 }
 
 
@@ -58,7 +65,8 @@ def breakdown(prof: cProfile.Profile, total: float) -> dict[str, float]:
         keys = _find(st, spec[0], spec[1])
         if len(spec) == 2: out[part] = sum(st[k][3] for k in keys)
         else:
-            callers = _find(st, spec[2], spec[3])
+            names = spec[3] if isinstance(spec[3], tuple) else (spec[3],)
+            callers = [c for name in names for c in _find(st, spec[2], name)]
             out[part] = sum(st[k][4].get(c, (0, 0, 0, 0))[3] for k in keys for c in callers)
     # data feeding: producing batches (TensorBatches.__iter__ or DataLoader.__next__); the few validation batches
     # are counted here and in "validation"/"counterfactual" alike
@@ -68,9 +76,31 @@ def breakdown(prof: cProfile.Profile, total: float) -> dict[str, float]:
     return out
 
 
+CPU: list[float] = []  # process CPU seconds of each timed call, in order: steadier than wall time on a shared machine
+
+
 def run(envs: int, max_epochs: int, max_batches: int) -> float:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     train_ppo_vectorized(n_episodes=envs, n_envs=envs, max_epochs=max_epochs, episode_config=EpisodeConfig(max_batches=max_batches))
+    CPU.append(time.process_time() - c0)
+    return time.perf_counter() - t0
+
+
+def run_bare(envs: int, max_epochs: int, max_batches: int) -> float:
+    "Seconds for the host-training steps alone: `envs` plain hosts, each `max_epochs` x `max_batches` SGD steps."
+    task, cfg = get_task("mnist1d"), EpisodeConfig(max_batches=max_batches)
+    t0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(envs):
+        host = task.make_host(cfg.host)
+        opt = make_sgd(host.parameters(), cfg.host_lr, cfg.momentum)
+        host.train()
+        for _ in range(max_epochs):
+            for i, (xb, yb) in enumerate(task.train_loader):
+                if i >= max_batches: break
+                opt.zero_grad(set_to_none=True)
+                torch.nn.functional.cross_entropy(host(xb), yb).backward()
+                opt.step()
+    CPU.append(time.process_time() - c0)
     return time.perf_counter() - t0
 
 
@@ -98,11 +128,22 @@ def main():
     samples = a.envs * a.max_epochs * a.max_batches * bs
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); {a.envs} episodes of {a.max_epochs} epochs x "
           f"{a.max_batches} batches of {bs}, one PPO update, {a.repeats} repeats", flush=True)
-    run(1, 2, 2)  # warm-up: data cache, first optimizer's one-off imports
-    times = [run(a.envs, a.max_epochs, a.max_batches) for _ in range(a.repeats)]
-    med, best = statistics.median(times), min(times)
+    run(1, 2, 2); run_bare(1, 1, 2)  # warm-up: data cache, first optimizer's one-off imports
+    times, bare = [], []
+    CPU.clear()
+    for _ in range(a.repeats):  # alternated, so that a change in the machine's load reaches both alike
+        times.append(run(a.envs, a.max_epochs, a.max_batches))
+        bare.append(run_bare(a.envs, a.max_epochs, a.max_batches))
+    med, best, bare_med = statistics.median(times), min(times), statistics.median(bare)
+    ratio = statistics.median(t / b for t, b in zip(times, bare))
     print(f"seconds per episode: median {med / a.envs:.3f}, best {best / a.envs:.3f}; "
           f"host-training samples/s: median {samples / med:,.0f}, best {samples / best:,.0f}", flush=True)
+    cpu, bare_cpu = CPU[0::2], CPU[1::2]
+    cpu_ratio = statistics.median(t / b for t, b in zip(cpu, bare_cpu))
+    print(f"bare SGD of the same host: {samples / bare_med:,.0f} samples/s; the trainer takes {ratio:.2f}x "
+          "its time (median of the pairs)", flush=True)
+    print(f"in CPU seconds: trainer {samples / statistics.median(cpu):,.0f} samples/s, bare SGD "
+          f"{samples / statistics.median(bare_cpu):,.0f}, ratio {cpu_ratio:.2f}x", flush=True)
     prof = cProfile.Profile(); t0 = time.perf_counter(); prof.enable()
     run(a.envs, a.max_epochs, a.max_batches)
     prof.disable(); total = time.perf_counter() - t0
@@ -111,7 +152,11 @@ def main():
     for k, v in sorted(parts.items(), key=lambda kv: -kv[1]): print(f"  {k:<28} {v:7.2f} s  {100 * v / total:5.1f}%")
     res = {"torch": torch.__version__, "threads": torch.get_num_threads(), "envs": a.envs, "max_epochs": a.max_epochs,
            "max_batches": a.max_batches, "batch_size": bs, "seconds": times, "seconds_per_episode_median": med / a.envs,
-           "samples_per_s_median": samples / med, "profiled_seconds": total, "breakdown_seconds": parts}
+           "samples_per_s_median": samples / med, "bare_seconds": bare,
+           "bare_samples_per_s_median": samples / bare_med, "trainer_over_bare_median": ratio,
+           "cpu_seconds": cpu, "bare_cpu_seconds": bare_cpu, "cpu_samples_per_s_median": samples / statistics.median(cpu),
+           "bare_cpu_samples_per_s_median": samples / statistics.median(bare_cpu), "cpu_trainer_over_bare_median": cpu_ratio,
+           "load_average": os.getloadavg(), "profiled_seconds": total, "breakdown_seconds": parts}
     write_json_atomic(out / "profile.json", res, indent=1)
     if not a.no_plot:
         import matplotlib; matplotlib.use("Agg")

@@ -13,7 +13,8 @@ from typing import Any
 import torch
 from fastcore.basics import patch
 
-from ..leyline import SeedStage, DEFAULT_ACTION_SPACE, ActionSpace, TelemetryEvent, TelemetryEventType
+from ..leyline import SeedStage, TRAINABLE_SEED_STAGES, DEFAULT_ACTION_SPACE, ActionSpace
+from ..leyline import TelemetryEvent, TelemetryEventType
 from ..kasmina import MorphogeneticModel
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
 from ..tolaria.governor import blowup_bound
@@ -131,7 +132,7 @@ def begin_epoch(self: Episode, action: TamiyoAction | None = None) -> ActionResu
             m.advance(s)
     self.epoch += 1
     self.grads.begin_epoch()
-    self._sample_flops = train_flops_per_sample(m, self.task.input_shape)  # the model as this epoch trains it
+    self._sample_flops = self.sample_flops()  # the model as this epoch trains it
     # work queued on the default stream (model built, parameters changed above) must finish
     # before the env stream reads it
     if self.stream is not None:
@@ -143,6 +144,22 @@ def begin_epoch(self: Episode, action: TamiyoAction | None = None) -> ActionResu
     self._n, self._batches, self._t_epoch, self._in_epoch = 0, 0, time.perf_counter(), True
     m.train()
     return self._result
+
+
+@patch
+def sample_flops(self: Episode) -> int:
+    "`train_flops_per_sample` of the model as it is, counted once per set of seeds that run in its forward pass."
+    m = self.model
+    key = tuple(
+        (sid, s.state.seed_id) for sid, s in m.slots.items() if s.seed is not None and s.stage in TRAINABLE_SEED_STAGES
+    )
+    cache = self.__dict__.setdefault("_flops_cache", {})
+    if cache.get("model") is not m:  # a new episode's model: counts of the last one do not apply
+        cache.clear()
+        cache["model"] = m
+    if key not in cache:
+        cache[key] = train_flops_per_sample(m, self.task.input_shape)
+    return cache[key]
 
 
 @patch(as_prop=True)
