@@ -69,7 +69,7 @@ def open_loop_plan(
     counts = Counter(r["plan"] for r in rows)
     return max(counts, key=lambda p: (counts[p], -[r["plan"] for r in rows].index(p)))
 
-# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #82cf65cc
+# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #7895c29a
 #: The table's columns besides PPO, in order; `maskable_ppo` only where it ran.
 ARMS: tuple[str, ...] = (
     "oracle",
@@ -86,7 +86,7 @@ RULES: tuple[str, ...] = ("best rule", "greedy", "heuristic")
 #: Multi-run arms: their accuracy per episode seed is the mean over run seeds.
 PER_RUN: tuple[str, ...] = ("ppo", "open-loop", "maskable_ppo")
 
-
+# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #4073439a
 def _accs(rows, problem, controller, seeds, run_seed=None) -> list[float]:
     "Test accuracies seed by seed; a `ValueError` naming the first episode that was not played."
     got = {
@@ -109,7 +109,7 @@ def paired(
     m, ci = mean_ci95([x - y for x, y in zip(a, b, strict=True)])
     return {"mean": m, "ci95": ci if len(a) > 1 else float("nan"), "n": len(a)}
 
-
+# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #7b5b5cca
 def suite_summary(
     suite: Suite,  # the judged problems
     rows: list[dict[str, Any]],  # every episode (see above)
@@ -243,7 +243,7 @@ def markdown_report(
     out += [f"| {t['target']} | {t['value']} | {verdict[t['pass']]} |" for t in targets]
     return "\n".join(out) + "\n"
 
-# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #8534e24f
+# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #3b8e1965
 def plot_scatter(
     summary: dict[str, Any],  # `suite_summary`'s result
 ):
@@ -289,7 +289,7 @@ def plot_paired(
     fig.tight_layout()
     return fig
 
-
+# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #70533502
 def plan_shares(
     rows: list[dict[str, Any]],  # PPO's rows (with `plan`) on the test seeds
     problems: tuple[str, ...],  # the problems, in order
@@ -323,7 +323,7 @@ def plot_plans(
     fig.tight_layout()
     return fig
 
-
+# %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #7b358a16
 def plot_curves(
     curves: dict[int, list[dict[str, Any]]],  # per run seed: `episodes`, `eval_accuracy`, `explained_variance`
     title: str,  # the figure's title
