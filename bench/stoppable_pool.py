@@ -8,6 +8,7 @@ turns Ctrl-C or SIGTERM into that KeyboardInterrupt and ends the script with one
     with stops_in_one_line("probe.py"), stoppable_pool(2) as pool: ...
 """
 import multiprocessing
+import signal
 import sys
 import threading
 from collections.abc import Iterator
@@ -25,11 +26,32 @@ def init_worker() -> None:
 
 
 @contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until the body is done, then act as they would have.
+
+    A worker is spawned in two steps: the process starts, then the parent writes it what to run. Stopped between the
+    two, the parent leaves a worker that prints a traceback of its own (`EOFError` in `spawn_main`).
+    """
+    got: list[int] = []
+    held = {s: signal.signal(s, lambda n, _frame: got.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in held.items():
+            signal.signal(s, handler)
+        if got:
+            signal.raise_signal(got[0])
+
+
+@contextmanager
 def stoppable_pool(workers: int) -> Iterator[ProcessPoolExecutor]:
     "A spawn-context `ProcessPoolExecutor` of `workers` processes whose workers are stopped on any exception."
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=init_worker) as pool:
         try:
+            with signals_held():  # every worker spawned whole now (one per submit), none halfway when a stop comes
+                for _ in range(workers):
+                    pool.submit(int)
             yield pool
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)

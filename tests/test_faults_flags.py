@@ -194,7 +194,7 @@ def _bench_learning():
 
 @pytest.mark.parametrize("flags, line", [
     (["--train-seeds", str(SEED_MAX - 1), "--episodes", "4"], f"--train-seeds {SEED_MAX - 1} with --episodes 4 uses "),
-    (["--eval-seeds", str(2**32)], "argument --eval-seeds: must be in"),
+    (["--eval-seeds", str(2**32)], "argument --eval-seeds/--test-seeds: must be in"),
     (["--curve-seeds", str(2**32)], "argument --curve-seeds: must be in"),
 ])
 def test_bench_learning_seeds_fit_for_the_whole_run(flags, line, tmp_path, capsys):
