@@ -195,6 +195,7 @@ def _run_settings(
         critic_warmup_steps=args.critic_warmup_episodes // epu,
         recurrent=args.recurrent,
         fast_update=args.fast_update,
+        features=args.features,
     )
     devices = tuple(devices or ()) or None
     if args.suite is not None:  # its problems set task, host, budgets and length; the flags, how episodes train

@@ -22,6 +22,7 @@ from esper.cli import (
     telemetry_level_error,
 )
 from ..leyline import DEFAULT_GAE_LAMBDA
+from ..tamiyo.features import FEATURE_SETS
 from ..tasks import HOST_PRESETS, TASK_NAMES
 from ..tolaria.governor import LR_SCHEDULES
 
@@ -247,6 +248,13 @@ def _add_checkpoint_policy_arguments(p: argparse.ArgumentParser) -> None:
         "compilation) and use fused Adam: faster, equal to the default update to rounding only",
     )
     a("--factored", action="store_true", help="factored action heads (slot, blueprint, blend, op)")
+    a(
+        "--features",
+        choices=FEATURE_SETS,
+        default="signals",
+        help="what the policy reads: the training signals and seed telemetry (signals), or those and the run's "
+        "budgets left and sizes of host and data (run); stored in the checkpoint (default: signals)",
+    )
 
 # %% ../../nbs/cli/03a_ppo_args.ipynb #343a74b9
 def _add_problem_arguments(p: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ from ..tolaria.compute import host_epoch_flops, train_flops_per_sample
 from .signals import SignalTracker, TamiyoAction, Controller
 from .episode_parts import EpisodeGradientStats, EpisodeConfig, ActionResult, apply_action, EpisodeResult
 from .episode_parts import grown_seeds, sync_seed_telemetry
-from .observation import episode_observation
+from .observation import episode_observation, run_observation
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #e9d1c7a2
 class Episode:
@@ -291,9 +291,9 @@ def finish_epoch(
 # %% ../../nbs/tamiyo/02_episode.ipynb #eb32b39d
 @patch
 def observation(self: Episode) -> dict[str, Any]:
-    "Signals plus seed features: the focus seed (the oldest live one) and every slot."
+    "Signals plus seed features (the focus seed, every slot) and the run's budgets and sizes."
     c = self.cfg
-    return episode_observation(
+    obs = episode_observation(
         self.model,
         self.tracker.latest.to_obs(),
         self.actions,
@@ -302,6 +302,8 @@ def observation(self: Episode) -> dict[str, Any]:
         self.host_grad_norm,
         self.compute / (c.compute_budget or c.max_epochs),
     )
+    obs.update(run_observation(self.model, self.compute, c.compute_budget, self.task.n_train))
+    return obs
 
 
 @patch

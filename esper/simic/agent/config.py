@@ -147,6 +147,8 @@ class TrainingConfig:
     lstm_hidden_dim: int = DEFAULT_LSTM_HIDDEN_DIM
     # Speed: compiled minibatch step, fused Adam, one-norm clip (equal to the default update to rounding only)
     fast_update: bool = False
+    # Input: the observation features the policy reads (`FEATURE_SETS`: "run" adds the run's budgets and sizes)
+    features: str = "signals"
     # Anomaly detection
     anomaly_max_ratio_threshold: float = 5.0
     anomaly_min_ratio_threshold: float = 0.1
@@ -166,6 +168,8 @@ class TrainingConfig:
 
 # %% ../../../nbs/simic/agent/07_config.ipynb #82b07ceb
 from fastcore.basics import patch
+
+from ...tamiyo.features import check_features
 
 # %% ../../../nbs/simic/agent/07_config.ipynb #987f767c
 @patch
@@ -189,6 +193,7 @@ def _validate(self: TrainingConfig) -> None:
     for name in ("clip_value", "adaptive_entropy_floor", "recurrent", "fast_update"):
         if not isinstance(getattr(self, name), bool):
             raise ValueError(f"{name} must be True or False (got {getattr(self, name)!r})")
+    check_features(self.features)
     if self.lr_anneal_steps and self.lr_end is None:
         raise ValueError(f"lr_anneal_steps={self.lr_anneal_steps} ramps the learning rate to lr_end: give lr_end")
 

@@ -21,7 +21,7 @@ from esper.leyline import (
     LifecycleOp,
     flat_germinations,
 )
-from ...tamiyo.features import actions_of, base_feature_dim, obs_to_base_features, compute_action_mask
+from ...tamiyo.features import actions_of, base_feature_dim, compute_action_mask, obs_to_features, run_feature_dim
 from ...tamiyo.signals import TamiyoAction
 from .rewards import RewardConfig, compute_reward
 from .flat_slots import flat_action_slot
@@ -31,11 +31,12 @@ from .contributions import fossilized_contribution, unkept_contribution
 def state_dim(
     n_slots: int,  # slots of the host
     actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space (its menu sizes the one-hot)
+    features: str = "signals",  # the feature set (`FEATURE_SETS`): "run" adds the run block
 ) -> int:
-    "Length of the policy's input for a host with `n_slots` slots: the base features (35 by default) + 10 per slot."
+    "Length of the policy's input for a host with `n_slots` slots: the features (35 by default) + 10 per slot."
     if n_slots < 1:
         raise ValueError(f"n_slots must be >= 1 (got {n_slots})")
-    return base_feature_dim(actions) + SEED_TELEMETRY_DIM * n_slots
+    return base_feature_dim(actions) + run_feature_dim(features) + SEED_TELEMETRY_DIM * n_slots
 
 
 def action_dim(
@@ -49,9 +50,10 @@ def action_dim(
 
 def obs_to_state(
     obs: dict[str, Any],  # observation from `Episode.observation()`
+    features: str = "signals",  # the feature set (`FEATURE_SETS`): "run" adds the run block
 ) -> torch.Tensor:
-    "Raw state vector `[35 + 10 * n_slots]` (float32, CPU): base features then each slot's telemetry."
-    feats = obs_to_base_features(obs, obs["max_epochs"])
+    "Raw state vector `[35 + 10 * n_slots]` by default (float32, CPU): the features then each slot's telemetry."
+    feats = obs_to_features(obs, features)
     for s in obs["slots"].values():
         feats.extend(float(x) for x in s["telemetry"])
     return torch.tensor(feats, dtype=torch.float32)
@@ -168,11 +170,19 @@ def _stack_masks(masks: list, factored: bool):
     return {k: torch.stack([m[k] for m in masks]) for k in masks[0]}
 
 # %% ../../../nbs/simic/envs/21_env.ipynb #f2744ae0
-def _feature_name(obs: dict[str, Any], j: int) -> str:
-    "What state feature `j` of `obs` is: a base feature or one slot's telemetry."
+def _feature_name(
+    obs: dict[str, Any],  # the observation
+    j: int,  # a state feature's index
+    width: int,  # the state's length: what is left beside the base features and the slots is the run block
+) -> str:
+    "What state feature `j` of `obs` is: a base feature, one of the run block or one slot's telemetry."
     base = base_feature_dim(actions_of(obs))
+    run = width - base - SEED_TELEMETRY_DIM * len(obs["slots"])
     if j < base:
         return f"base feature {j}"
+    if j < base + run:
+        return f"run feature {j - base}"
+    j -= run
     slot, k = divmod(j - base, SEED_TELEMETRY_DIM)
     return f"{list(obs['slots'])[slot]} telemetry {k}"
 
@@ -190,7 +200,7 @@ def check_states(
     msgs = []
     for i in (~finite.all(1)).nonzero().flatten().tolist():
         bad = (~finite[i]).nonzero().flatten().tolist()
-        names = ", ".join(_feature_name(observations[i], j) for j in bad)
+        names = ", ".join(_feature_name(observations[i], j, raw.shape[1]) for j in bad)
         msgs.append(
             f"environment {ids[i]} returned a non-finite observation at epoch {observations[i]['epoch']}: "
             f"state features {bad} ({names}) are {raw[i, bad].tolist()}"
@@ -205,7 +215,7 @@ def normalize_states(
     env_ids: list[int] | None = None,  # their env ids, for the non-finite error (default: row index)
 ) -> torch.Tensor:
     "Raw states of `observations` on the agent's device, folded into and normalised by `agent.obs_normalizer`."
-    raw = torch.stack([obs_to_state(o) for o in observations])
+    raw = torch.stack([obs_to_state(o, agent.config.features) for o in observations])
     check_states(raw, observations, env_ids)  # on the CPU, before the normaliser or the policy sees them
     raw = raw.to(agent.device)
     norm = agent.obs_normalizer
@@ -273,11 +283,11 @@ class PPOController:
     def decide(self, obs: dict[str, Any], model: Any = None) -> TamiyoAction:
         "The agent's action for one observation."
         _check_menus(self.agent, [obs])
-        n, actions = len(obs["slots"]), actions_of(obs)
-        if state_dim(n, actions) != self.agent.state_dim:
+        n, actions, features = len(obs["slots"]), actions_of(obs), self.agent.config.features
+        if state_dim(n, actions, features) != self.agent.state_dim:
             raise ValueError(
                 f"the agent was trained for state_dim={self.agent.state_dim}, but this host has {n} slots "
-                f"(state_dim={state_dim(n, actions)}); use the same host preset and slots as in training"
+                f"(state_dim={state_dim(n, actions, features)}); use the same host preset and slots as in training"
             )
         d = act(self.agent, [obs], [self.env_id], self.deterministic, update_normalizer=False)[0]
         self.decisions.append(d)

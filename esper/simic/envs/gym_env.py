@@ -19,6 +19,7 @@ from ...tamiyo.episode import Episode, EpisodeConfig
 from ...tamiyo.signals import TamiyoAction
 from .env import state_dim, action_dim, obs_to_state, action_masks, decode_action, step_reward
 from .env import check_states
+from ...tamiyo.features import check_features
 from .rewards import RewardConfig
 from ...tamiyo.problems import Suite, get_suite
 from ..trainers.vectorized import n_slots_of, suite_slots
@@ -55,7 +56,9 @@ class GrowthEnv(gymnasium.Env):
         device: str | torch.device = "cpu",  # where the host trains
         actions: ActionSpace = DEFAULT_ACTION_SPACE,  # Tamiyo's action space, or the run's blueprint menu (names)
         suite: Suite | str | None = None,  # instead of `task`: each reset plays the problem its seed draws
+        features: str = "signals",  # the feature set the Box observation holds (`FEATURE_SETS`)
     ):
+        self.features = check_features(features)
         self.cfg = episode_config or EpisodeConfig()
         self.reward_config, self.device = reward_config or RewardConfig(), device
         es = None  # with a suite: the problems, and `episode_config` as the base they complete
@@ -74,7 +77,9 @@ class GrowthEnv(gymnasium.Env):
             self.n_slots = suite_slots(es, 0) if es else n_slots_of(self.task_factory(0), self.cfg)
         sizes = action_dim(self.n_slots, factored=True, actions=self.actions)
         self.action_space = spaces.MultiDiscrete([sizes[h] for h in HEAD_NAMES])
-        self.observation_space = spaces.Box(-np.inf, np.inf, (state_dim(self.n_slots, self.actions),), np.float32)
+        self.observation_space = spaces.Box(
+            -np.inf, np.inf, (state_dim(self.n_slots, self.actions, features),), np.float32
+        )
         self.episode: Episode | None = None
         self.run_seed: int | None = None
         self._obs: dict[str, Any] | None = None
@@ -98,7 +103,7 @@ class GrowthEnv(gymnasium.Env):
 
     def _state(self) -> np.ndarray:
         "The Box observation; a NaN or Inf in it is a `ValueError` naming the run seed, the epoch and the features."
-        raw = obs_to_state(self._obs)
+        raw = obs_to_state(self._obs, self.features)
         check_states(raw[None], [self._obs], [f"GrowthEnv (run seed {self.run_seed})"])
         return raw.numpy()
 

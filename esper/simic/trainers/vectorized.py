@@ -54,7 +54,7 @@ def _make_agent(settings: RunSettings, n_slots: int) -> PPOAgent:
     s = settings
     actions = s.spec.actions
     agent = PPOAgent(
-        state_dim(n_slots, actions),
+        state_dim(n_slots, actions, s.agent_config.features),
         action_dim(n_slots, s.factored, actions),
         config=s.agent_config,
         device=s.device,
