@@ -16,6 +16,7 @@ from typing import Any
 from ...leyline import ActionSpace
 from ...leyline.stats import mean_ci95
 from ...tamiyo.episode import run_episode
+from ...tamiyo.plan_search import episode_row
 from ...tamiyo.episode_parts import EpisodeConfig
 from ...tamiyo.plans import Germination, Plan
 from ...tamiyo.problems import GrowthProblem, Suite
@@ -45,19 +46,11 @@ def play_policy(
     if problem.blueprints != suite.blueprints:
         cfg = replace(cfg, blueprints=problem.blueprints)
     r = run_episode(problem.load_task(seed), controller, cfg, seed, actions=ActionSpace(suite.blueprints))
-    return {
-        "problem": problem.name,
-        "controller": name,
-        "seed": seed,
-        "test_accuracy": r.final_accuracy,
-        "val_accuracy": r.history[-1]["val_accuracy"],
-        "params": r.host_params + r.params_added,
-        "compute": round(r.compute, 4),
-        "epochs": r.epochs,
-        "grown": r.grown,
-        "seconds": round(r.seconds, 2),
-        "plan": f"plan:{germination_plan(r.lifecycle_log)}",
-    } | {k: v for k, v in r.to_dict().items() if k.startswith("seeds_") or k in ("final_accuracy", "params_added")}
+    return (
+        episode_row(problem, name, seed, r)
+        | {"plan": f"plan:{germination_plan(r.lifecycle_log)}"}
+        | {k: v for k, v in r.to_dict().items() if k.startswith("seeds_") or k in ("final_accuracy", "params_added")}
+    )
 
 # %% ../../../nbs/simic/trainers/28_suite_benchmark.ipynb #9e3d0ee8
 def open_loop_plan(
