@@ -172,6 +172,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--group-baseline", action="store_true", default=None,
       help="PPO training: each episode's advantages less those of its siblings on the same task seed (a "
            "leave-one-out baseline); needs --episodes-per-task-seed >= 2")
+    a("--features", choices=("signals", "run"), default=None,
+      help="what the policy reads: the training signals and seed telemetry (signals), or those and the run's "
+           "budgets left and sizes of host and data (run) (default: run with --suite, where problems differ in "
+           "budgets and sizes; signals otherwise)")
     a("--env-workers", type=nonneg_int, default=0,
       help="environment worker processes per training seed (train_ppo_vectorized's workers); 0 = step the envs in "
            "the training job's own process (default: 0). With K > 0, give --workers about cores / K")
@@ -234,6 +238,8 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
              ("lr_anneal_episodes", args.lr_anneal_episodes), ("entropy_coef_start", args.entropy_coef_start),
              ("blueprint_entropy_coef", args.blueprint_entropy_coef))
     args.ppo_settings = {k: v for k, v in tuned if v is not None}
+    if args.features is None: args.features = "run" if args.suite else "signals"
+    if args.features != "signals": args.ppo_settings["features"] = args.features  # signals: TrainingConfig's default
     if args.critic_warmup_episodes % args.n_envs:
         ap.error(f"--critic-warmup-episodes {args.critic_warmup_episodes} must be a multiple of --n-envs "
                  f"{args.n_envs}: each PPO update plays --n-envs episodes")

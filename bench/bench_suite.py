@@ -20,6 +20,8 @@ import hashlib
 import importlib.util
 import statistics
 import time
+from collections.abc import Iterator
+from concurrent.futures import Future, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -106,13 +108,13 @@ def train_and_play(args: argparse.Namespace, setup: dict[str, Any], progress) ->
 
 
 def _train_and_play(pool, args, setup, progress) -> tuple[list[dict], list[dict]]:
+    "Each run seed's policy is played as soon as it is trained, so no worker waits for the last training to end."
     suite, seeds = get_suite(args.suite), list(args.tune_seeds) + list(args.eval_seeds)
-    rows = []
-    trained = list(pool.map(train_job, args.train_seeds, [setup] * len(args.train_seeds)))
-    for t in trained:
+    rows, trained, jobs = [], [], []
+    training = [pool.submit(train_job, k, setup) for k in args.train_seeds]
+    for t in _as_completed(training):
+        trained.append(t)
         progress(f"trained run seed {t['train_seed']} in {t['train_seconds']:.0f} s")
-    jobs = []
-    for t in trained:
         k, cache = t["train_seed"], PlayCache(Path(args.out) / f"seed{t['train_seed']}" / "episodes.jsonl")
         digest = checkpoint_digest(t["checkpoint"])
         for p in suite.problems:
@@ -129,6 +131,16 @@ def _train_and_play(pool, args, setup, progress) -> tuple[list[dict], list[dict]
         progress(f"PPO run seed {played[0]['run_seed']} on {played[0]['problem']}: "
                  f"{statistics.fmean(r['test_accuracy'] for r in played):.1f}% (tune and test seeds)")
     return sorted(trained, key=lambda t: t["train_seed"]), rows
+
+
+def _as_completed(futures: list) -> Iterator[Any]:
+    "The results of `futures` in the order they finish (in submission order for `_InProcess`'s, done already)."
+    if all(isinstance(f, Future) for f in futures):
+        for f in as_completed(futures):
+            yield f.result()
+    else:
+        for f in futures:
+            yield f.result()
 
 
 def open_loop_rows(args, ppo_rows: list[dict], cache: PlayCache, progress) -> list[dict]:
@@ -223,7 +235,8 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
         "tune_seeds": list(args.tune_seeds), "test_seeds": list(args.eval_seeds), "run_seeds": list(args.train_seeds),
         "esper": esper.__version__, "numpy": _version("numpy"),
         "sb3_contrib": None if MASKABLE_SKIP else _version("sb3_contrib")}
-    title = (f"suite {suite.name} v{suite.version}: PPO trained on {args.train_suite} ({args.episodes} episodes x "
+    title = (f"suite {suite.name} v{suite.version}: PPO ({args.features} features) trained on {args.train_suite} "
+             f"({args.episodes} episodes x "
              f"{len(args.train_seeds)} run seeds), test seeds {list(args.eval_seeds)}")
     print(f"suite benchmark: {title}; {args.workers} workers -> {args.out}", flush=True)
     progress = lambda line: print(f"[{time.perf_counter() - t0:6.0f} s] {line}", flush=True)

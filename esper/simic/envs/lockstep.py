@@ -26,11 +26,11 @@ def run_epoch_lockstep(
         with e.rng():  # germination, and a DataLoader's base seed, draw from the env's own RNG, never the trainer's
             e.episode.begin_epoch(a)
             iters.append(iter(e.episode.task.train_loader))
-    cap, live, step = envs[0].episode.cfg.max_batches, list(range(len(envs))), 0
-    while live and (cap is None or step < cap):
+    caps, live, step = [e.episode.cfg.max_batches for e in envs], list(range(len(envs))), 0
+    while live:
         for i in tuple(live):  # one batch per env: each in its own stream on CUDA
-            batch = next(iters[i], None)
-            if batch is None:
+            batch = None if caps[i] is not None and step >= caps[i] else next(iters[i], None)
+            if batch is None:  # its epoch's batches are done (its own `max_batches`, or its loader ran out)
                 live.remove(i)
                 continue
             envs[i].episode.train_batch(*batch)
@@ -47,19 +47,18 @@ def run_lockstep(
     hub: Any = None,  # counts epoch ends for escalation decay
     epoch_fn: Callable[[list[ParallelEnvState], list[Any]], None] | None = None,  # default: run_epoch_lockstep
 ) -> list[EpisodeResult]:
-    "Run one episode per env to its end, all envs in lockstep; the episode loop every trainer shares."
+    "Run one episode per env to its end, the envs in lockstep; the episode loop every trainer shares."
     epoch_fn = epoch_fn or run_epoch_lockstep
-    if len({e.episode.cfg.max_epochs for e in envs}) != 1:
-        raise ValueError("envs in lockstep need the same max_epochs")
     for e in envs:
         e.start()
     epoch_fn(envs, [None] * len(envs))
-    while not envs[0].episode.done:
+    # episodes may end at different epochs (their own max_epochs, or a compute budget spent): an ended one waits
+    while live := [e for e in envs if not e.episode.done]:
         if hub is not None:
             hub.on_epoch_end()
-        epoch_fn(envs, decide(envs))
+        epoch_fn(live, decide(live))
         if after_step is not None:
-            after_step(envs)
+            after_step(live)
     if hub is not None:
         hub.on_epoch_end()
     return [e.episode.result() for e in envs]
@@ -91,13 +90,13 @@ class PPORollout:
         return [d.tamiyo_action for d in ds]
 
     def record(self, envs: list[ParallelEnvState]) -> None:
-        "Reward each env's last step and store its transition; the run's own last epoch is terminal (no bootstrap)."
-        ag, last = self.agent, envs[0].done
+        "Reward each env's last step and store its transition; an episode's own last epoch is terminal (no bootstrap)."
+        ag = self.agent
         for e in envs:
             terms = e.reward_terms()  # paid with the env's own `EpisodeSpec.reward`
             e.add_reward(terms)
             d = e.pending
             ag.store_transition(
-                d.state, d.action, d.log_prob, d.value, terms["total"], done=last, action_mask=d.mask, env_id=e.env_id
+                d.state, d.action, d.log_prob, d.value, terms["total"], done=e.done, action_mask=d.mask, env_id=e.env_id
             )
             e.pending = None

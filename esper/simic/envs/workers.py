@@ -78,8 +78,11 @@ class EnvHost:
         return [(e.obs, None, False, None) for e in self.envs], self._events()
 
     def step(self, actions: list[Any]) -> tuple[list, list]:
-        "One action per env (`start`'s order), one epoch; per env (obs, terms, done, result or None), and the events."
-        run_epoch_lockstep(self.envs, actions)
+        "One action per env not yet done (`start`'s order), one epoch; per such env (obs, terms, done, result or None)."
+        live = [e for e in self.envs if not e.done]
+        if len(actions) != len(live):
+            raise ValueError(f"{len(actions)} actions for {len(live)} envs still running")
+        run_epoch_lockstep(live, actions)
         return [
             (
                 e.obs,
@@ -87,7 +90,7 @@ class EnvHost:
                 e.done,
                 e.episode.result() if e.done else None,
             )
-            for e in self.envs
+            for e in live
         ], self._events()
 
     def _events(self) -> list:
@@ -176,10 +179,6 @@ class EnvPool:
                 for ev in events:
                     hub.emit(ev)
 
-    def _apply(self, msgs: dict[int, tuple[str, tuple]], hub: Any) -> None:
-        self._send(msgs)
-        self._absorb(self._collect(list(msgs)), self._by_worker, hub)
-
     def __enter__(self):
         return self
 
@@ -236,13 +235,15 @@ def run_lockstep(
     if self._pending is None:
         self.prestart(seeds, step_offset)
     envs = self._take_pending(hub)
-    while not envs[0].done:
+    while live := [e for e in envs if not e.done]:  # an episode that ended (its length, its budget) waits
         if hub is not None:
             hub.on_epoch_end()
-        actions = decide(envs)
-        self._apply({w: ("step", ([actions[e.env_id] for e in es],)) for w, es in self._by_worker.items()}, hub)
+        actions = dict(zip((e.env_id for e in live), decide(live)))
+        by_worker = {w: run for w, es in self._by_worker.items() if (run := [e for e in es if not e.done])}
+        self._send({w: ("step", ([actions[e.env_id] for e in es],)) for w, es in by_worker.items()})
+        self._absorb(self._collect(list(by_worker)), by_worker, hub)
         if after_step is not None:
-            after_step(envs)
+            after_step(live)
     if hub is not None:
         hub.on_epoch_end()
     return envs, [e.result for e in envs]
