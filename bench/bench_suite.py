@@ -33,7 +33,8 @@ from bench_learning import SUITE_FILES, make_setup, png, run_config, seed_summar
 from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
 from esper.simic.envs.parallel_env_state import EpisodeSpec
-from esper.simic.trainers.vectorized import suite_slots
+from esper.simic.trainers.vectorized import problem_slots
+from esper.tamiyo.features import policy_layout, union_layout
 from esper.simic.trainers import suite_benchmark as sb
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
 from esper.tamiyo.problems import SUITES, get_suite
@@ -46,7 +47,9 @@ MASKABLE_SKIP = (None if importlib.util.find_spec("sb3_contrib") else
 
 
 def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    "Refuse, in one line and before any work, suites that do not exist or do not share a menu, and shared seeds."
+    """Refuse, in one line and before any work, suites that do not exist, do not share a menu or grow seeds where the
+    train suite never does, and shared seeds; where the suites' hosts have different slots, the policies read the
+    train suite's slot layout (`ppo_settings['slot_layout']`)."""
     for flag in ("suite", "train_suite", "curve_suite"):
         if getattr(args, flag) not in SUITES:
             ap.error(f"--{flag.replace('_', '-')}: unknown suite {getattr(args, flag)!r}; "
@@ -57,14 +60,20 @@ def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> N
         if other != menu:
             ap.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} offers {', '.join(other)}; the policies "
                      f"train on --train-suite {args.train_suite}'s menu {', '.join(menu)}: give suites of one menu")
-    try:  # one policy reads one slot count: a suite whose hosts have another would fail hours into the run
-        slots = {flag: suite_slots(EpisodeSpec(get_suite(getattr(args, flag))), 0)
+    try:  # one policy reads the train suite's slots: a problem with another would fail hours into the run
+        hosts = {flag: problem_slots(EpisodeSpec(get_suite(getattr(args, flag))), 0)
                  for flag in ("train_suite", "suite", "curve_suite")}
     except ValueError as e:
         ap.error(str(e))
-    if len(set(slots.values())) > 1:
-        ap.error("the suites' hosts have different slot counts (" + ", ".join(
-            f"--{k.replace('_', '-')} {getattr(args, k)}: {v}" for k, v in slots.items()) + "); one policy reads one")
+    layout = union_layout(hosts["train_suite"].values())
+    for flag in ("suite", "curve_suite"):
+        for name, slots in hosts[flag].items():
+            if unseen := [s for s in slots if s not in layout]:
+                ap.error(f"--{flag.replace('_', '-')} {getattr(args, flag)}: problem {name!r} grows seeds in slots "
+                         f"{unseen} that no problem of --train-suite {args.train_suite} has (its slots: "
+                         f"{', '.join(layout)}); the policies never read them")
+    if policy_layout({f"{k}:{n}": s for k, v in hosts.items() for n, s in v.items()}) is not None:
+        args.ppo_settings["slot_layout"] = layout  # hosts differ: the policies read the train suite's layout
     both = sorted(set(args.tune_seeds) & set(args.eval_seeds))
     if both:
         ap.error(f"seeds {both} are both --tune-seeds and --test-seeds: nothing may be chosen on a reporting seed")
@@ -176,16 +185,18 @@ def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seed
 
     torch.set_num_threads(1)
     train, judged, reward = get_suite(setup["train_suite"]), get_suite(setup["suite"]), reward_config(setup)
+    layout = setup["ppo"].get("slot_layout")  # where the suites' hosts differ, the peer reads the same layout
     steps = max(p.max_epochs for p in train.problems) - 1  # decisions of the longest episode
-    venv = VecNormalize(DummyVecEnv([lambda: GrowthEnv(suite=train, reward_config=reward)] * N_ENVS),
-                        norm_obs=True, norm_reward=False, gamma=0.99)
+    make = lambda: GrowthEnv(suite=train, reward_config=reward, slot_layout=layout)
+    venv = VecNormalize(DummyVecEnv([make] * N_ENVS), norm_obs=True, norm_reward=False, gamma=0.99)
     model = MaskablePPO("MlpPolicy", venv, n_steps=steps, batch_size=N_ENVS * steps, n_epochs=10, gamma=0.99,
                         ent_coef=0.01, policy_kwargs=dict(net_arch=[256, 256]), seed=run_seed, device="cpu", verbose=0)
     model.learn(total_timesteps=setup["episodes"] * steps)
     policy, rows = greedy(model, venv), []
     for name in problems:
         p = judged[name]
-        env = GrowthEnv(suite=Suite(f"{judged.name}:{name}", judged.version, (p,)), reward_config=reward)
+        env = GrowthEnv(suite=Suite(f"{judged.name}:{name}", judged.version, (p,)), reward_config=reward,
+                        slot_layout=layout)
         for s in seeds:
             obs, info = env.reset(seed=s)
             done = False

@@ -145,11 +145,19 @@ def test_the_peer_trains_on_the_train_suite_and_plays_each_problem_greedily(monk
     assert all(0 <= r["test_accuracy"] <= 100 for r in rows)
 
 
-def test_suites_whose_hosts_have_another_slot_count_are_refused(tmp_path, capsys, monkeypatch):
+def test_suites_whose_hosts_have_other_slots(capsys, monkeypatch):
+    """A judged suite may grow seeds in fewer slots (the policies then read the train suite's layout); in a slot no
+    train problem has, it is refused in one line before any work."""
     import dataclasses
     from esper.tamiyo.problems import SUITES, Suite
+    bench = _bench()
     narrow = Suite("tiny-narrow", 1, tuple(dataclasses.replace(p, slots=("block1",)) for p in TINY.problems))
     monkeypatch.setitem(SUITES, "tiny-narrow", narrow)  # the same problems, seeds in one slot only
+    same = bench.resolve_args(bench.build_parser(), [*FLAGS, "--out", "unused"])
+    assert "slot_layout" not in same.ppo_settings  # one layout: nothing changes
+    args = bench.resolve_args(bench.build_parser(), [*FLAGS, "--suite", "tiny-narrow", "--out", "unused"])
+    assert args.ppo_settings["slot_layout"] == ("block1", "block2")
     with pytest.raises(SystemExit):
-        _bench().main([*FLAGS, "--suite", "tiny-narrow", "--out", str(tmp_path / "o")])
-    assert "different slot counts (--train-suite tiny: 2, --suite tiny-narrow: 1" in capsys.readouterr().err
+        bench.resolve_args(bench.build_parser(), [*FLAGS, "--train-suite", "tiny-narrow", "--out", "unused"])
+    err = capsys.readouterr().err
+    assert "--suite tiny: problem 'mnist1d-small' grows seeds in slots ['block2'] that no problem of" in err

@@ -80,9 +80,9 @@ def test_non_finite_observation_names_env_epoch_and_features():
 
 def test_non_finite_observation_stops_a_vectorized_run(monkeypatch):
     real, calls = E.obs_to_state, {"n": 0}
-    def nan_on_fourth_call(obs, features="signals"):
+    def nan_on_fourth_call(obs, *args):  # the feature set and the slot layout, as the real one takes them
         calls["n"] += 1
-        x = real(obs, features)
+        x = real(obs, *args)
         if calls["n"] == 4:  # env 1's observation at the second decision
             x[0] = float("nan")
         return x

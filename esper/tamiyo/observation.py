@@ -29,7 +29,7 @@ def slot_observation(
     actions: ActionSpace,  # the run's action space: blueprint ids follow its menu
 ) -> dict[str, Any]:
     "What a controller sees of one slot."
-    s = model.slot(slot)
+    s, blocks = model.slot(slot), tuple(model.host.block_names)
     return {
         "stage": int(s.stage),
         "alpha": s.alpha,
@@ -40,6 +40,8 @@ def slot_observation(
         "germinated_epoch": s.state.metrics.germinated_epoch if s.state else None,
         "affordable": model.affordable(slot, actions.blueprints),
         "telemetry": s.state.telemetry.to_features() if s.seed is not None else [0.0] * 10,
+        "channels": s.channels,
+        "depth": (blocks.index(slot) + 1) / len(blocks),
     }
 
 # %% ../../nbs/tamiyo/01b_observation.ipynb #51f91b2a

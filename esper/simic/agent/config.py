@@ -149,12 +149,15 @@ class TrainingConfig:
     fast_update: bool = False
     # Input: the observation features the policy reads (`FEATURE_SETS`: "run" adds the run's budgets and sizes)
     features: str = "signals"
+    slot_layout: tuple[str, ...] | None = None  # the slots the policy reads, in order (None: each host's own)
     # Anomaly detection
     anomaly_max_ratio_threshold: float = 5.0
     anomaly_min_ratio_threshold: float = 0.1
     anomaly_min_explained_variance: float = 0.1
 
     def __post_init__(self):
+        if isinstance(self.slot_layout, list):  # as a plain dict (JSON) holds it
+            self.slot_layout = tuple(self.slot_layout)
         self._validate()
 
     @classmethod
@@ -194,6 +197,11 @@ def _validate(self: TrainingConfig) -> None:
         if not isinstance(getattr(self, name), bool):
             raise ValueError(f"{name} must be True or False (got {getattr(self, name)!r})")
     check_features(self.features)
+    s = self.slot_layout
+    if s is not None and not (isinstance(s, tuple) and s and all(isinstance(x, str) and x for x in s)):
+        raise ValueError(f"slot_layout must be None or a tuple of slot ids (got {s!r})")
+    if s is not None and len(set(s)) < len(s):
+        raise ValueError(f"slot_layout names a slot twice (got {s!r})")
     if self.lr_anneal_steps and self.lr_end is None:
         raise ValueError(f"lr_anneal_steps={self.lr_anneal_steps} ramps the learning rate to lr_end: give lr_end")
 

@@ -35,7 +35,7 @@ from ...tolaria import resolve_device
 logger = logging.getLogger(__name__)
 
 # %% ../../../nbs/simic/agent/08_ppo.ipynb #367aee91
-_NETWORK_FIELDS = ("hidden_dim", "recurrent", "lstm_hidden_dim", "features")  # fixed once the network is built
+_NETWORK_FIELDS = ("hidden_dim", "recurrent", "lstm_hidden_dim", "features", "slot_layout")  # fixed with the network
 _SCHEDULE_FIELDS = (
     "entropy_coef",
     "entropy_coef_start",

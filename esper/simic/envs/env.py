@@ -8,6 +8,7 @@ __all__ = ['state_dim', 'action_dim', 'obs_to_state', 'slot_stages', 'action_mas
 
 # %% ../../../nbs/simic/envs/21_env.ipynb #bbb4a262
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,15 @@ from esper.leyline import (
     LifecycleOp,
     flat_germinations,
 )
-from ...tamiyo.features import actions_of, base_feature_dim, compute_action_mask, obs_to_features, run_feature_dim
+from esper.tamiyo.features import (
+    actions_of,
+    base_feature_dim,
+    compute_action_mask,
+    layout_slots,
+    obs_to_features,
+    run_feature_dim,
+    spread_mask,
+)
 from ...tamiyo.signals import TamiyoAction
 from .rewards import RewardConfig, compute_reward
 from .flat_slots import flat_action_slot
@@ -33,10 +42,10 @@ def state_dim(
     actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space (its menu sizes the one-hot)
     features: str = "signals",  # the feature set (`FEATURE_SETS`): "run" adds the run block
 ) -> int:
-    "Length of the policy's input for a host with `n_slots` slots: the features (35 by default) + 10 per slot."
+    "Length of the policy's input for `n_slots` slots (of the host, or of its layout): the features + 10 per slot."
     if n_slots < 1:
         raise ValueError(f"n_slots must be >= 1 (got {n_slots})")
-    return base_feature_dim(actions) + run_feature_dim(features) + SEED_TELEMETRY_DIM * n_slots
+    return base_feature_dim(actions) + run_feature_dim(features, n_slots) + SEED_TELEMETRY_DIM * n_slots
 
 
 def action_dim(
@@ -51,11 +60,12 @@ def action_dim(
 def obs_to_state(
     obs: dict[str, Any],  # observation from `Episode.observation()`
     features: str = "signals",  # the feature set (`FEATURE_SETS`): "run" adds the run block
+    layout: Sequence[str] | None = None,  # the policy's slot layout (None: the host's own slots, in host order)
 ) -> torch.Tensor:
     "Raw state vector `[35 + 10 * n_slots]` by default (float32, CPU): the features then each slot's telemetry."
-    feats = obs_to_features(obs, features)
-    for s in obs["slots"].values():
-        feats.extend(float(x) for x in s["telemetry"])
+    feats = obs_to_features(obs, features, layout)
+    for s in layout_slots(obs, layout):
+        feats.extend([0.0] * SEED_TELEMETRY_DIM if s is None else (float(x) for x in s["telemetry"]))
     return torch.tensor(feats, dtype=torch.float32)
 
 # %% ../../../nbs/simic/envs/21_env.ipynb #de5687a5
@@ -67,28 +77,34 @@ def slot_stages(obs: dict[str, Any]) -> list[int]:
 def action_masks(
     obs: dict[str, Any],  # observation
     factored: bool,  # per-head masks instead of one flat mask
+    layout: Sequence[str] | None = None,  # the policy's slot layout (None: the host's own slots, in host order)
 ) -> torch.Tensor | dict[str, torch.Tensor]:
     "What the lifecycle allows now and its gates would let through, with no pruning on probation."
     gates = [bool(s.get("gate_open", True)) for s in obs["slots"].values()]
     young = [bool(s.get("probation", False)) for s in obs["slots"].values()]
     fits = [s.get("affordable") for s in obs["slots"].values()]
-    return compute_action_mask(
+    mask = compute_action_mask(
         slot_stages(obs), factored=factored, gates_open=gates, probation=young, affordable=fits, actions=actions_of(obs)
     )
+    if not factored or layout is None:  # a flat action names no slot: the host's own slot is picked when decoding
+        return mask
+    layout_slots(obs, layout)  # a host slot the layout lacks is refused in one line
+    return spread_mask(mask, list(obs["slots"]), layout)
 
 
 def decode_action(
     action: int | dict[str, int],  # a flat index, or head indices keyed by HEAD_NAMES
     obs: dict[str, Any],  # the observation it was chosen on
     factored: bool,  # which action space
+    layout: Sequence[str] | None = None,  # the policy's slot layout: the slot head's indices name its slots
 ) -> TamiyoAction:
     "The `TamiyoAction` a policy output stands for."
     slots, actions = list(obs["slots"]), actions_of(obs)
     if not factored:
         op, bp = actions.flat_to_op(int(action))
-        slot = slots[flat_action_slot(obs, op)]
+        slot = slots[flat_action_slot(obs, op)]  # one of the host's own slots
     else:
-        op = LifecycleOp(int(action["op"]))
+        op, slots = LifecycleOp(int(action["op"])), slots if layout is None else list(layout)
         slot, bp = slots[int(action["slot"])], actions.blueprints[int(action["blueprint"])]
     if op == LifecycleOp.WAIT:
         return TamiyoAction.wait("policy")
@@ -174,23 +190,26 @@ def _feature_name(
     obs: dict[str, Any],  # the observation
     j: int,  # a state feature's index
     width: int,  # the state's length: what is left beside the base features and the slots is the run block
+    layout: Sequence[str] | None = None,  # the policy's slot layout (None: the host's own slots)
 ) -> str:
     "What state feature `j` of `obs` is: a base feature, one of the run block or one slot's telemetry."
+    slots = list(obs["slots"]) if layout is None else list(layout)
     base = base_feature_dim(actions_of(obs))
-    run = width - base - SEED_TELEMETRY_DIM * len(obs["slots"])
+    run = width - base - SEED_TELEMETRY_DIM * len(slots)
     if j < base:
         return f"base feature {j}"
     if j < base + run:
         return f"run feature {j - base}"
     j -= run
     slot, k = divmod(j - base, SEED_TELEMETRY_DIM)
-    return f"{list(obs['slots'])[slot]} telemetry {k}"
+    return f"{slots[slot]} telemetry {k}"
 
 
 def check_states(
     raw: torch.Tensor,  # raw states `[B, D]`, one row per observation
     observations: list[dict[str, Any]],  # the observations they were built from
     env_ids: list[int] | None = None,  # the env of each row (default: its index)
+    layout: Sequence[str] | None = None,  # the policy's slot layout the states were built on (None: each host's own)
 ) -> None:
     "Raise a `ValueError` naming every env whose state has a NaN or Inf, with its epoch and the features."
     finite = torch.isfinite(raw)
@@ -200,7 +219,7 @@ def check_states(
     msgs = []
     for i in (~finite.all(1)).nonzero().flatten().tolist():
         bad = (~finite[i]).nonzero().flatten().tolist()
-        names = ", ".join(_feature_name(observations[i], j, raw.shape[1]) for j in bad)
+        names = ", ".join(_feature_name(observations[i], j, raw.shape[1], layout) for j in bad)
         msgs.append(
             f"environment {ids[i]} returned a non-finite observation at epoch {observations[i]['epoch']}: "
             f"state features {bad} ({names}) are {raw[i, bad].tolist()}"
@@ -215,8 +234,9 @@ def normalize_states(
     env_ids: list[int] | None = None,  # their env ids, for the non-finite error (default: row index)
 ) -> torch.Tensor:
     "Raw states of `observations` on the agent's device, folded into and normalised by `agent.obs_normalizer`."
-    raw = torch.stack([obs_to_state(o, agent.config.features) for o in observations])
-    check_states(raw, observations, env_ids)  # on the CPU, before the normaliser or the policy sees them
+    layout = agent.config.slot_layout
+    raw = torch.stack([obs_to_state(o, agent.config.features, layout) for o in observations])
+    check_states(raw, observations, env_ids, layout)  # on the CPU, before the normaliser or the policy sees them
     raw = raw.to(agent.device)
     norm = agent.obs_normalizer
     if norm is None:
@@ -247,7 +267,8 @@ def act(
     "Batched decisions for several envs in one forward pass."
     _check_menus(agent, observations)
     states = normalize_states(agent, observations, update_normalizer, env_ids)
-    masks = [action_masks(o, agent.factored) for o in observations]
+    layout = agent.config.slot_layout  # the slot head's indices name its slots (None: the host's own)
+    masks = [action_masks(o, agent.factored, layout) for o in observations]
     if offers is not None:
         if len(offers) != len(observations):
             raise ValueError(f"offers needs one entry per observation ({len(observations)}; got {len(offers)})")
@@ -259,7 +280,7 @@ def act(
     out = []
     for i, o in enumerate(observations):
         a = {k: int(t[i]) for k, t in actions.items()} if agent.factored else int(actions[i])
-        out.append(Decision(states[i], a, lp[i], v[i], masks[i], decode_action(a, o, agent.factored)))
+        out.append(Decision(states[i], a, lp[i], v[i], masks[i], decode_action(a, o, agent.factored, layout)))
     return out
 
 # %% ../../../nbs/simic/envs/21_env.ipynb #09004b93
@@ -283,7 +304,8 @@ class PPOController:
     def decide(self, obs: dict[str, Any], model: Any = None) -> TamiyoAction:
         "The agent's action for one observation."
         _check_menus(self.agent, [obs])
-        n, actions, features = len(obs["slots"]), actions_of(obs), self.agent.config.features
+        actions, features, layout = actions_of(obs), self.agent.config.features, self.agent.config.slot_layout
+        n = len(layout_slots(obs, layout))  # the layout's slots, each of the host's among them
         if state_dim(n, actions, features) != self.agent.state_dim:
             raise ValueError(
                 f"the agent was trained for state_dim={self.agent.state_dim}, but this host has {n} slots "

@@ -6,6 +6,7 @@
 __all__ = ['GrowthEnv']
 
 # %% ../../../nbs/simic/envs/28_gym_env.ipynb #938dc9cb
+from collections.abc import Sequence
 from functools import partial
 from typing import Any, Callable
 
@@ -19,10 +20,10 @@ from ...tamiyo.episode import Episode, EpisodeConfig
 from ...tamiyo.signals import TamiyoAction
 from .env import state_dim, action_dim, obs_to_state, action_masks, decode_action, step_reward
 from .env import check_states
-from ...tamiyo.features import check_features
+from ...tamiyo.features import check_features, policy_layout
 from .rewards import RewardConfig
 from ...tamiyo.problems import Suite, get_suite
-from ..trainers.vectorized import n_slots_of, suite_slots
+from ..trainers.vectorized import problem_slots, slot_ids_of
 from .parallel_env_state import EpisodeSpec, task_with_shuffle, check_reward_terms
 
 # %% ../../../nbs/simic/envs/28_gym_env.ipynb #6664260e
@@ -57,6 +58,7 @@ class GrowthEnv(gymnasium.Env):
         actions: ActionSpace = DEFAULT_ACTION_SPACE,  # Tamiyo's action space, or the run's blueprint menu (names)
         suite: Suite | str | None = None,  # instead of `task`: each reset plays the problem its seed draws
         features: str = "signals",  # the feature set the Box observation holds (`FEATURE_SETS`)
+        slot_layout: Sequence[str] | None = None,  # the slots the spaces follow (None: the suite's, where they differ)
     ):
         self.features = check_features(features)
         self.cfg = episode_config or EpisodeConfig()
@@ -74,7 +76,9 @@ class GrowthEnv(gymnasium.Env):
             raise ValueError(f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {shortest})")
         self.task_factory = task_factory or partial(task_with_shuffle, task)  # module-level: envs pickle
         with torch.random.fork_rng(devices=[]):  # building a throwaway host must not move the global torch RNG
-            self.n_slots = suite_slots(es, 0) if es else n_slots_of(self.task_factory(0), self.cfg)
+            hosts = problem_slots(es, 0) if es else {task: slot_ids_of(self.task_factory(0), self.cfg)}
+        self.slot_layout = policy_layout(hosts, slot_layout)  # None: every host has the same slots, read as they are
+        self.n_slots = len(self.slot_layout or next(iter(hosts.values())))
         sizes = action_dim(self.n_slots, factored=True, actions=self.actions)
         self.action_space = spaces.MultiDiscrete([sizes[h] for h in HEAD_NAMES])
         self.observation_space = spaces.Box(
@@ -99,12 +103,12 @@ class GrowthEnv(gymnasium.Env):
         "Flat bool mask for the current state: per-head masks (union over legal combinations) in `HEAD_NAMES` order."
         if self._obs is None:
             raise RuntimeError("call reset() before action_masks()")
-        return _flat_mask(action_masks(self._obs, factored=True))
+        return _flat_mask(action_masks(self._obs, factored=True, layout=self.slot_layout))
 
     def _state(self) -> np.ndarray:
         "The Box observation; a NaN or Inf in it is a `ValueError` naming the run seed, the epoch and the features."
-        raw = obs_to_state(self._obs, self.features)
-        check_states(raw[None], [self._obs], [f"GrowthEnv (run seed {self.run_seed})"])
+        raw = obs_to_state(self._obs, self.features, self.slot_layout)
+        check_states(raw[None], [self._obs], [f"GrowthEnv (run seed {self.run_seed})"], self.slot_layout)
         return raw.numpy()
 
 # %% ../../../nbs/simic/envs/28_gym_env.ipynb #88f77469
@@ -123,8 +127,9 @@ def step(self: GrowthEnv, action) -> tuple[np.ndarray, float, bool, bool, dict[s
     if not self.action_space.contains(a):
         raise ValueError(f"action {action!r} is not in {self.action_space}")
     heads = dict(zip(HEAD_NAMES, (int(x) for x in a)))
-    legal = _is_legal(action_masks(self._obs, factored=True), heads)
-    todo = decode_action(heads, self._obs, factored=True) if legal else TamiyoAction.wait("illegal action")
+    layout = self.slot_layout
+    legal = _is_legal(action_masks(self._obs, factored=True, layout=layout), heads)
+    todo = decode_action(heads, self._obs, True, layout) if legal else TamiyoAction.wait("illegal action")
     self._obs, rec = ep.step(todo)
     terms = check_reward_terms(
         step_reward(ep, self.reward_config, self.reward_config.rollback_penalty), 0, self.run_seed, ep.epoch
