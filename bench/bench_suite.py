@@ -185,7 +185,7 @@ def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seed
 
     torch.set_num_threads(1)
     train, judged, reward = get_suite(setup["train_suite"]), get_suite(setup["suite"]), reward_config(setup)
-    layout = setup["ppo"].get("slot_layout")  # where the suites' hosts differ, the peer reads the same layout
+    layout = setup.get("ppo", {}).get("slot_layout")  # where the suites' hosts differ, the peer reads that layout
     steps = max(p.max_epochs for p in train.problems) - 1  # decisions of the longest episode
     make = lambda: GrowthEnv(suite=train, reward_config=reward, slot_layout=layout)
     venv = VecNormalize(DummyVecEnv([make] * N_ENVS), norm_obs=True, norm_reward=False, gamma=0.99)
