@@ -51,6 +51,7 @@ from esper.simic.trainers.schedules import episode_seed
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
+from esper.tamiyo.features import FEATURE_SETS
 from esper.tasks import get_task
 from esper.tolaria import LR_SCHEDULES
 from stoppable_pool import stoppable_pool, stops_in_one_line  # bench/ is on sys.path: this script's own folder
@@ -172,10 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--group-baseline", action="store_true", default=None,
       help="PPO training: each episode's advantages less those of its siblings on the same task seed (a "
            "leave-one-out baseline); needs --episodes-per-task-seed >= 2")
-    a("--features", choices=("signals", "run"), default=None,
-      help="what the policy reads: the training signals and seed telemetry (signals), or those and the run's "
-           "budgets left and sizes of host and data (run) (default: run with --suite, where problems differ in "
-           "budgets and sizes; signals otherwise)")
+    a("--features", choices=FEATURE_SETS, default=None,
+      help="what the policy reads: the training signals and seed telemetry (signals); those and the run's "
+           "budgets left and sizes of host and data (run); those and each slot's shape (run-slots) (default: run "
+           "with --suite, where problems differ in budgets and sizes; signals otherwise)")
     a("--env-workers", type=nonneg_int, default=0,
       help="environment worker processes per training seed (train_ppo_vectorized's workers); 0 = step the envs in "
            "the training job's own process (default: 0). With K > 0, give --workers about cores / K")

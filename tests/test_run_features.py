@@ -1,4 +1,5 @@
-"""The run feature set: "signals" is today's state, "run" tells runs apart by their budgets and their slots' shapes,
+"""The run feature sets: "signals" is today's state, "run" tells runs apart by their budgets, "run-slots" also by
+their slots' shapes,
 and a policy trained on "run" (flag, config, checkpoint) plays back with the features it was trained on."""
 import json
 import math
@@ -36,7 +37,7 @@ def test_run_features_tell_budgets_apart():
     free, tight = first_obs(None), first_obs(914 + 1400)  # the mnist1d host holds 914 parameters
     assert torch.equal(obs_to_state(free), obs_to_state(tight))  # the signals cannot tell them apart
     a, b = obs_to_state(free, "run"), obs_to_state(tight, "run")
-    assert a.shape == b.shape == (state_dim(2, features="run"),) == (72,)  # 11 values, then 3 per slot
+    assert a.shape == b.shape == (state_dim(2, features="run"),) == (66,)  # 11 values
     block_a, block_b = a[35:46].tolist(), b[35:46].tolist()
     assert (block_a[0], block_a[ROOM]) == (0.0, 0.0)  # no budget
     assert block_b[0] == 1.0 and block_b[ROOM] == pytest.approx(1400 / (1400 + 914))
@@ -45,20 +46,21 @@ def test_run_features_tell_budgets_apart():
 
 
 def test_slot_shapes_tell_hosts_apart():
-    "Each slot's shape closes the run block: present, channels on a log scale, depth; zeros for a slot the host lacks."
+    "run-slots: each slot's shape closes the run block: present, log channels, depth; zeros for a slot the host lacks."
     both = first_obs(None)
     config = EpisodeConfig(max_epochs=2, max_batches=1, slots=("block2",))
     lone = Episode(get_task("mnist1d", shuffle_seed=0), config).reset(seed=0)
     layout = ("block1", "block2")
-    a, b = obs_to_state(both, "run", layout), obs_to_state(lone, "run", layout)
-    assert a.shape == b.shape == (72,)
+    a, b = obs_to_state(both, "run-slots", layout), obs_to_state(lone, "run-slots", layout)
+    assert a.shape == b.shape == (state_dim(2, features="run-slots"),) == (72,)  # 11 values, then 3 per slot
+    assert torch.equal(a[:46], obs_to_state(both, "run", layout)[:46])  # "run": the same block without the shapes
     shapes_a, shapes_b = a[46:52].tolist(), b[46:52].tolist()
     assert shapes_a[0] == shapes_a[3] == 1.0 and (shapes_a[2], shapes_a[5]) == (0.5, 1.0)  # two blocks, in order
     assert shapes_b[:3] == [0.0, 0.0, 0.0] and shapes_b[3:] == shapes_a[3:]  # block1 absent, block2 as in `both`
     widths = get_task("mnist1d").make_host().block_channels
     assert [shapes_a[1], shapes_a[4]] == pytest.approx([math.log10(1 + c) / math.log10(1025) for c in widths])
     assert b[52:62].tolist() == [0.0] * 10  # block1's telemetry: zeros
-    assert torch.equal(obs_to_state(both, "run"), a)  # the host's own layout: the same state
+    assert torch.equal(obs_to_state(both, "run-slots"), a)  # the host's own layout: the same state
 
 
 def test_a_run_policy_trains_saves_and_plays_back(tmp_path, capsys):
@@ -66,7 +68,7 @@ def test_a_run_policy_trains_saves_and_plays_back(tmp_path, capsys):
     assert main(["ppo", "--suite", "tiny", "--features", "run", "--vectorized", "--n-envs", "2", "--n-episodes", "2",
                  "--workers", "0", "--no-progress", "--save", str(save)]) == 0
     ck = torch.load(save, weights_only=True)["config"]
-    assert ck["features"] == "run" and ck["state_dim"] == 30 + 2 + 11 + 3 * 2 + 10 * 2  # a menu of two blueprints
+    assert ck["features"] == "run" and ck["state_dim"] == 30 + 2 + 11 + 10 * 2  # a menu of two blueprints
     assert agent_from_checkpoint(save).config.features == "run"
     out = tmp_path / "cmp"
     assert main(["compare", "--controllers", "ppo", "--checkpoint", str(save), "--suite", "tiny", "--seeds", "0",

@@ -142,8 +142,9 @@ def layout_slots(
     return [slots.get(s) for s in layout]
 
 # %% ../../nbs/tamiyo/05_features.ipynb #b219651f
-#: The feature sets a policy may read: the base features alone, or the base features and the run block.
-FEATURE_SETS: tuple[str, ...] = ("signals", "run")
+#: The feature sets a policy may read: the base features alone; they and the run block; they, the run block and each
+#: slot's shape.
+FEATURE_SETS: tuple[str, ...] = ("signals", "run", "run-slots")
 #: The run block's values, in order (see the table above).
 RUN_FEATURE_NAMES: tuple[str, ...] = (
     "has_param_budget",
@@ -158,7 +159,7 @@ RUN_FEATURE_NAMES: tuple[str, ...] = (
     "slots_free",
     "log_slots",
 )
-#: The run block's values for each slot of the layout, in order (see the table above).
+#: The values `run-slots` adds to the run block for each slot of the layout, in order (see the table above).
 SLOT_SHAPE_NAMES: tuple[str, ...] = ("slot_present", "log_slot_channels", "slot_depth")
 
 
@@ -174,10 +175,13 @@ def check_features(
 
 def run_feature_dim(
     features: str = "signals",  # a feature set's name
-    n_slots: int = 0,  # slots of the policy's layout: `run` gives each its shape
+    n_slots: int = 0,  # slots of the policy's layout: `run-slots` gives each its shape
 ) -> int:
-    "Length of the run block a feature set appends to the base features: `11 + 3 * n_slots` for `run`, 0 for `signals`."
-    return len(RUN_FEATURE_NAMES) + len(SLOT_SHAPE_NAMES) * n_slots if check_features(features) == "run" else 0
+    "Length of the run block a feature set appends: 0 for `signals`, 11 for `run`, `11 + 3 * n_slots` for `run-slots`."
+    features = check_features(features)
+    if features == "signals":
+        return 0
+    return len(RUN_FEATURE_NAMES) + (len(SLOT_SHAPE_NAMES) * n_slots if features == "run-slots" else 0)
 
 
 def _log_scale(n: float, top: float) -> float:
@@ -197,8 +201,9 @@ def _slot_shape(
 def obs_to_run_features(
     obs: dict,  # observation dict with the run's budgets and sizes (`Episode.observation()`)
     layout: Sequence[str] | None = None,  # the policy's slot layout (None: the host's own slots)
+    shapes: bool = False,  # append each slot's shape (the `run-slots` set)
 ) -> list[float]:
-    "The run block: budgets left (with has-budget flags), epochs left, sizes of run, host and data, slots and shapes."
+    "The run block: budgets left (with has-budget flags), epochs left, sizes of run, host and data, slots (and shapes)."
     host, total, budget = float(obs["host_params"]), float(obs["param_count"]), obs["param_budget"]
     left = max(0.0, float(budget) - total) if budget is not None else 0.0
     spent, compute_budget = float(obs["compute"]), obs["compute_budget"]
@@ -215,7 +220,7 @@ def obs_to_run_features(
         _log_scale(obs["train_samples"], 1e7),
         float(obs["available_slots"]) / n_slots,
         _log_scale(n_slots, 16),
-        *(x for s in layout_slots(obs, layout) for x in _slot_shape(s)),
+        *(x for s in (layout_slots(obs, layout) if shapes else ()) for x in _slot_shape(s)),
     ]
 
 
@@ -224,10 +229,10 @@ def obs_to_features(
     features: str = "signals",  # the feature set (`FEATURE_SETS`)
     layout: Sequence[str] | None = None,  # the policy's slot layout (None: the host's own slots)
 ) -> list[float]:
-    "A feature set's values: the base features, then the run block for `run`."
+    "A feature set's values: the base features, then the run block for `run` (with the slots' shapes: `run-slots`)."
     feats = obs_to_base_features(obs, obs["max_epochs"])
     if run_feature_dim(features):
-        feats.extend(obs_to_run_features(obs, layout))
+        feats.extend(obs_to_run_features(obs, layout, shapes=features == "run-slots"))
     return feats
 
 # %% ../../nbs/tamiyo/05_features.ipynb #113fea3b

@@ -147,7 +147,7 @@ class TrainingConfig:
     lstm_hidden_dim: int = DEFAULT_LSTM_HIDDEN_DIM
     # Speed: compiled minibatch step, fused Adam, one-norm clip (equal to the default update to rounding only)
     fast_update: bool = False
-    # Input: the observation features the policy reads (`FEATURE_SETS`: "run" adds the run's budgets and sizes)
+    # Input: the features the policy reads (`FEATURE_SETS`: "run" adds the run's budgets and sizes, "run-slots" shapes)
     features: str = "signals"
     slot_layout: tuple[str, ...] | None = None  # the slots the policy reads, in order (None: each host's own)
     # Anomaly detection

@@ -307,11 +307,6 @@ class PPOController:
         actions, features, layout = actions_of(obs), self.agent.config.features, self.agent.config.slot_layout
         n = len(layout_slots(obs, layout))  # the layout's slots, each of the host's among them
         want = state_dim(n, actions, features)
-        if want != self.agent.state_dim and features == "run" and want - self.agent.state_dim == 3 * n:
-            raise ValueError(  # the run block without the slots' shapes: a checkpoint written before they were added
-                f"the agent reads the run features without the slots' shapes (state_dim={self.agent.state_dim}, "
-                f"now {want}): it was saved before they were added to the run block; train it again"
-            )
         if want != self.agent.state_dim:
             raise ValueError(
                 f"the agent was trained for state_dim={self.agent.state_dim}, but this host has {n} slots "
