@@ -1,5 +1,5 @@
 # Esper: every target sets up its own virtual environment first, so each works on a fresh clone.
-#   make run    - train on the embedded default task (MNIST-1D, CPU, offline data)
+#   make run    - train one policy on a small suite of growth problems, compare it with the rules on others
 #   make test   - check notebooks and esper/ agree, run nbdev_test, then pytest tests
 #   make lab    - open the notebooks in JupyterLab
 #   make docs   - render an offline HTML preview of every notebook into _preview/
@@ -8,13 +8,23 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.esper-installed
-# The main job: PPO-Tamiyo on the impaired MNIST-1D host, then a comparison on held-out seeds.
-PPO_EPISODES ?= 320
+# The main job: one PPO-Tamiyo policy trained across the four problems of the small-train suite (MNIST-1D and digits
+# under parameter or compute budgets, each episode one problem), then compared with the rules on the four other
+# problems of small-test (esper/tamiyo/suites.py), on held-out task seeds: a table per problem and one over them all.
+# `make run TRAIN_SUITE=train TEST_SUITE=heldout` is the same job at full size (many times the work).
+TRAIN_SUITE ?= small-train
+TEST_SUITE ?= small-test
+PPO_EPISODES ?= 192
 # --device auto: on a machine with CUDA the policy and the host runs go to the GPU, still in one worker process per
-# core (faster there than one population on the GPU: see the README); elsewhere the CPU.
-PPO_FLAGS ?= --vectorized --n-envs 8 --max-epochs 15 --max-batches 30 --device auto \
-	--entropy-coef-start 0.3 --entropy-coef-end 0.01 --entropy-anneal-episodes 240 --seed 0 \
+# core (faster there than one population on the GPU: see the README); elsewhere the CPU. --features run: the policy
+# also reads the budgets left and the sizes of host and data, which tell the problems apart.
+# The entropy bonus falls from 0.3 to 0.01 over the first three quarters of the episodes, PPO's rate to 0 over all.
+PPO_FLAGS ?= --vectorized --n-envs 8 --device auto --features run --seed 0 \
+	--entropy-coef-start 0.3 --entropy-coef-end 0.01 --entropy-anneal-episodes $(shell expr $(PPO_EPISODES) \* 3 / 4) \
 	--gae-lambda 0.8 --germinate-gae-lambda 1 --lr-end 0 --lr-anneal-episodes $(PPO_EPISODES)
+# The rivals: the static host, a random controller, the heuristic, and a fixed rule, the best single plan of the
+# held-out suite's headroom report (conv_small in block 1 and global_mix in block 2, planted at the first chances).
+COMPARE_FLAGS ?= --controllers static random heuristic fixed ppo --fixed-rule conv_small global_mix --fixed-concurrent
 EVAL_SEEDS ?= 2000 2001 2002
 
 .PHONY: install run bench-learning bench-learning-full bench-suite test check-export nbdev-test pytest test-slow lab docs docs-check readme export
@@ -31,11 +41,11 @@ install: $(STAMP)
 # one stopped before its first checkpoint starts afresh)
 # and compares again: the comparison is made from the checkpoint, so it may replace its own earlier table.
 run: $(STAMP)
-	OMP_NUM_THREADS=1 $(BIN)/esper-train ppo $(PPO_FLAGS) --n-episodes $(PPO_EPISODES) \
+	OMP_NUM_THREADS=1 $(BIN)/esper-train ppo --suite $(TRAIN_SUITE) $(PPO_FLAGS) --n-episodes $(PPO_EPISODES) \
 		--save runs/ppo/agent.pt --telemetry-dir runs/ppo/telemetry \
 		$(if $(wildcard runs/ppo/agent.pt),--resume runs/ppo/agent.pt,--overwrite)
-	OMP_NUM_THREADS=1 $(BIN)/esper-train compare --checkpoint runs/ppo/agent.pt --seeds $(EVAL_SEEDS) \
-		--max-epochs 15 --max-batches 30 --out runs/compare --overwrite
+	OMP_NUM_THREADS=1 $(BIN)/esper-train compare --suite $(TEST_SUITE) --checkpoint runs/ppo/agent.pt \
+		--seeds $(EVAL_SEEDS) $(COMPARE_FLAGS) --out runs/compare --overwrite
 	@echo ""
 	@echo "PPO checkpoint and per-batch history: runs/ppo/agent.pt, runs/ppo/agent.pt.history.json"
 	@echo "telemetry: runs/ppo/telemetry/events.jsonl; TensorBoard: .venv/bin/tensorboard --logdir runs/ppo/telemetry"

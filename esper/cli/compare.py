@@ -344,8 +344,8 @@ def _compare_flags_error(args) -> str | None:
         if args.fixed_rule != list(DEFAULT_FIXED_RULE) or args.fixed_concurrent:
             flag = "--fixed-rule" if args.fixed_rule != list(DEFAULT_FIXED_RULE) else "--fixed-concurrent"
             return f"{flag} sets the 'fixed' controller, which --controllers leaves out; add fixed to --controllers"
-    off_menu = [b for b in args.fixed_rule if b not in args.blueprints]
-    if off_menu and (args.controllers is None or "fixed" in controllers):
+    off_menu = [b for b in args.fixed_rule if b not in args.blueprints]  # a suite's own menus are checked on it
+    if off_menu and args.suite is None and (args.controllers is None or "fixed" in controllers):
         return (
             f"--fixed-rule names {' '.join(off_menu)}, not on the --blueprints menu; "
             f"add it to --blueprints or give a --fixed-rule from the menu"
