@@ -157,6 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
       help="PPO training: the entropy bonus's coefficient at the first update, falling linearly to "
            f"{PPO_SETTINGS['entropy_coef_end']} over the first {PPO_SETTINGS['entropy_anneal_episodes']} episodes "
            "(short: 0.05, full: 0.3); given, the table says it")
+    a("--entropy-anneal-episodes", type=positive_int, default=None,
+      help="PPO training: episodes over which the entropy bonus falls to "
+           f"{PPO_SETTINGS['entropy_coef_end']} (default: {PPO_SETTINGS['entropy_anneal_episodes']}); given, the "
+           "table says it")
     a("--blueprint-entropy-coef", type=float, default=None,
       help="PPO training: a second entropy bonus on the choice among blueprints alone (the policy's distribution "
            "over the blueprints it may germinate, given that it germinates), falling linearly to 0 over the same "
@@ -239,6 +243,9 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
              ("lr_anneal_episodes", args.lr_anneal_episodes), ("entropy_coef_start", args.entropy_coef_start),
              ("blueprint_entropy_coef", args.blueprint_entropy_coef))
     args.ppo_settings = {k: v for k, v in tuned if v is not None}
+    if args.entropy_anneal_episodes is not None:
+        args.ppo_settings["entropy_anneal_episodes"] = args.entropy_anneal_episodes
+        args.overrides["entropy_anneal_episodes"] = args.entropy_anneal_episodes
     if args.features is None: args.features = "run" if args.suite else "signals"
     if args.features != "signals": args.ppo_settings["features"] = args.features  # signals: TrainingConfig's default
     if args.critic_warmup_episodes % args.n_envs:
