@@ -173,8 +173,9 @@ def progress_row(progress):
 
 
 def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seeds: list[int]) -> list[dict]:
-    """The peer: sb3-contrib's MaskablePPO trained on --train-suite through `GrowthEnv` for the same episodes, with
-    bench_maskable_ppo.py's settings, then played greedily (its observation statistics frozen) on each problem."""
+    """The peer: sb3-contrib's MaskablePPO trained on --train-suite through `GrowthEnv` for the same episodes, reading
+    the same features as the PPO policies, with bench_maskable_ppo.py's settings, then played greedily (its
+    observation statistics frozen) on each problem."""
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
@@ -186,8 +187,9 @@ def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seed
     torch.set_num_threads(1)
     train, judged, reward = get_suite(setup["train_suite"]), get_suite(setup["suite"]), reward_config(setup)
     layout = setup.get("ppo", {}).get("slot_layout")  # where the suites' hosts differ, the peer reads that layout
+    features = setup.get("ppo", {}).get("features", "signals")  # and it reads what the PPO policies read
     steps = max(p.max_epochs for p in train.problems) - 1  # decisions of the longest episode
-    make = lambda: GrowthEnv(suite=train, reward_config=reward, slot_layout=layout)
+    make = lambda: GrowthEnv(suite=train, reward_config=reward, slot_layout=layout, features=features)
     venv = VecNormalize(DummyVecEnv([make] * N_ENVS), norm_obs=True, norm_reward=False, gamma=0.99)
     model = MaskablePPO("MlpPolicy", venv, n_steps=steps, batch_size=N_ENVS * steps, n_epochs=10, gamma=0.99,
                         ent_coef=0.01, policy_kwargs=dict(net_arch=[256, 256]), seed=run_seed, device="cpu", verbose=0)
@@ -196,14 +198,14 @@ def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seed
     for name in problems:
         p = judged[name]
         env = GrowthEnv(suite=Suite(f"{judged.name}:{name}", judged.version, (p,)), reward_config=reward,
-                        slot_layout=layout)
+                        slot_layout=layout, features=features)
         for s in seeds:
             obs, info = env.reset(seed=s)
             done = False
             while not done:
                 obs, _, term, trunc, info = env.step(policy(obs, env.action_masks()))
                 done = term or trunc
-            rows.append({"key": f"{p.key}|maskable_ppo|{run_seed}|{s}|{setup['episodes']}", "problem": name,
+            rows.append({"key": f"{p.key}|maskable_ppo|{run_seed}|{s}|{setup['episodes']}|{features}", "problem": name,
                          "controller": "maskable_ppo", "run_seed": run_seed, "seed": s,
                          "test_accuracy": info["final_accuracy"], "params_added": info["params_added"]})
     return rows
@@ -217,7 +219,7 @@ def maskable_rows(args: argparse.Namespace, setup: dict[str, Any], progress) -> 
     if any(p.blueprints != suite.blueprints for p in suite.problems):
         return [], "MaskablePPO: skipped (its GrowthEnv plays one menu, and the problems of this suite differ)."
     cache = PlayCache(Path(args.out) / "maskable.jsonl")
-    key = lambda p, k, s: f"{p.key}|maskable_ppo|{k}|{s}|{args.episodes}"
+    key = lambda p, k, s: f"{p.key}|maskable_ppo|{k}|{s}|{args.episodes}|{args.features}"  # what it read, too
     todo = [k for k in args.train_seeds
             if not all(key(p, k, s) in cache.rows for p in suite.problems for s in args.eval_seeds)]
     jobs = (todo, [setup] * len(todo), [list(suite.names)] * len(todo), [list(args.eval_seeds)] * len(todo))

@@ -70,4 +70,8 @@ def stops_in_one_line(prog: str, kept: str = "") -> Iterator[None]:
     except KeyboardInterrupt as e:
         word, code = interrupt_status(e)
         print(f"{prog}: {word}" + (f"; {kept}" if kept else ""), file=sys.stderr, flush=True)
+        # The line above is the last word: an executor stopped mid-job can leave an exit hook that writes to a pipe its
+        # workers' end already closed (concurrent.futures' `_python_exit`: "Exception ignored ... Bad file
+        # descriptor"), which Python would print as a traceback after it.
+        sys.unraisablehook = lambda unraisable: None
         sys.exit(code)

@@ -316,6 +316,30 @@ def test_sigterm_stops_the_blueprint_probe_and_its_workers(tmp_path, start_bench
     assert not [w for w in workers if _runs(w)]
 
 
+def test_a_stop_is_one_line_even_when_an_exit_hook_fails(tmp_path):
+    "After the one line, nothing more: an exit hook that fails (as concurrent.futures' did after a stop) prints nothing."
+    import subprocess
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    script = tmp_path / "stopped.py"
+    script.write_text(
+        "import sys, threading, time\n"
+        f"sys.path.insert(0, {str(bench)!r})\n"
+        "from stoppable_pool import stops_in_one_line\n"
+        "def broken():\n"
+        "    raise OSError(9, 'Bad file descriptor')\n"
+        "threading._register_atexit(broken)\n"
+        "with stops_in_one_line('stopped.py', 'kept'):\n"
+        "    print('started', flush=True)\n"
+        "    time.sleep(120)\n"
+    )
+    p = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "started\n"
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert err.strip().splitlines() == ["stopped.py: terminated; kept"]
+
+
 def test_a_delayed_rule_is_the_rule_at_zero_and_moves_k_epochs_after_the_gate_opens():
     from esper.leyline import LifecycleOp
     from esper.tamiyo.baselines import ScheduleTamiyo

@@ -60,8 +60,9 @@ def test_the_table_has_a_row_per_problem_read_from_the_episodes(run):
         assert row["static"] == pytest.approx(statistics.fmean(static))
     lines = res["table"].splitlines()
     head = lines[2].strip("| ").split(" | ")
+    peer = ["maskable_ppo"] if "maskable_ppo" in s["arms"] else []  # where sb3-contrib is installed
     assert head == ["problem", "PPO", "run 0", "oracle", "best rule", "greedy", "heuristic", "static", "random",
-                    "open-loop", "oracle plan"]
+                    "open-loop", *peer, "oracle plan"]
     body = [ln for ln in lines if ln.startswith(("| mnist1d-small |", "| digits-noisy |", "| **mean** |"))]
     assert len(body) == 3 and all(len(ln.split("|")) - 2 == len(head) for ln in body)
     if "maskable_ppo" not in s["arms"]:
@@ -116,7 +117,8 @@ class _FakeVecNormalize:
 
 class _FakeMaskablePPO:
     "Stands in for sb3-contrib's MaskablePPO: learns nothing, always picks each head's first allowed action."
-    def __init__(self, policy, venv, **kw): self.kw, self.learned = kw, None
+    made = []
+    def __init__(self, policy, venv, **kw): self.kw, self.learned, self.venv = kw, None, venv; self.made.append(self)
     def learn(self, total_timesteps): self.learned = total_timesteps
     def predict(self, obs, deterministic, action_masks):
         import numpy as np
@@ -143,6 +145,11 @@ def test_the_peer_trains_on_the_train_suite_and_plays_each_problem_greedily(monk
     assert [(r["problem"], r["controller"], r["run_seed"], r["seed"]) for r in rows] == [
         ("digits-noisy", "maskable_ppo", 3, 2000), ("digits-noisy", "maskable_ppo", 3, 2001)]
     assert all(0 <= r["test_accuracy"] <= 100 for r in rows)
+    assert _FakeMaskablePPO.made[-1].venv.venv[0].features == "signals"  # a setup without PPO settings
+    bench_suite.maskable_job(3, setup | {"ppo": {"features": "run"}}, ["digits-noisy"], [2000])
+    env = _FakeMaskablePPO.made[-1].venv.venv[0]  # the peer reads what the PPO policies read
+    assert env.features == "run"
+    assert env.observation_space.shape == GrowthEnv(suite="tiny", features="run").observation_space.shape
 
 
 def test_suites_whose_hosts_have_other_slots(capsys, monkeypatch):
