@@ -1,0 +1,107 @@
+"""Tuning probes for a policy trained across a suite, judged on the `tune` problems only (never on `heldout`).
+
+`train`: one run seed's policy trained as the suite benchmark trains it (bench_learning.py's train_job, so the same
+settings and its learning curve on --curve-suite), with any of the benchmark's training flags changed. `eval`: the
+given checkpoints played greedily, and the rules (the held-out suite's best single rule, greedy, the heuristic), on
+every --judge problem x --seeds, with the blueprints each policy planted; written to --out as JSON. Examples, from the
+project root:
+    OMP_NUM_THREADS=1 .venv/bin/python bench/suite_tune_probe.py train --run-seed 5 --out runs/probe_long \\
+        -- --episodes 960 --entropy-anneal-episodes 720
+    OMP_NUM_THREADS=1 .venv/bin/python bench/suite_tune_probe.py eval --out runs/probes.json \\
+        --policies run0=runs/bench_suite/seed0/agent.pt long=runs/probe_long/seed5/agent.pt
+"""
+import json
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+import torch
+
+import bench_learning as bl  # bench/ is on sys.path: this script's own folder
+from stoppable_pool import stoppable_pool
+from esper.cli import OneLineParser, seed_int
+from esper.leyline.files import json_text, write_files_atomic
+from esper.simic.envs.env import load_ppo_controller
+from esper.simic.trainers.suite_benchmark import play_policy
+from esper.tamiyo.plan_search import Play, PlayCache, as_played, run_plays
+from esper.tamiyo.problems import get_suite
+import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
+
+#: The held-out suite's best single rule (its headroom report), the reference rule on the tune problems.
+RULE = "plan:conv_small@block1/1+global_mix@block2/1"
+
+
+def train(run_seed: int, out: str, flags: list[str]) -> dict:
+    "Train one run seed's policy with the benchmark's settings and `flags`; its history's learning curve."
+    args = bl.resolve_args(bl.build_parser(), ["--suite", "heldout", "--features", "run", "--eval-every", "64",
+                                                "--run-seeds", str(run_seed), "--out", out, "--workers", "1",
+                                                "--test-seeds", "4000", *flags])
+    t = bl.train_job(run_seed, bl.make_setup(args) | {"suite": "heldout"})
+    return {"run_seed": run_seed, "flags": flags, "train_seconds": t["train_seconds"],
+            "curve": [(r["episodes"], r["eval_accuracy"]) for r in t["history"] if r.get("eval_accuracy") is not None]}
+
+
+def _policy_job(job: tuple[str, str, str, str, list[int]]) -> tuple[str, list[dict]]:
+    name, checkpoint, judged, trained_on, seeds = job
+    torch.set_num_threads(1)
+    judge, acts, ctl = get_suite(judged), get_suite(trained_on), load_ppo_controller(checkpoint)
+    return name, [play_policy(ctl, acts, p, s) for p in judge.problems for s in seeds]
+
+
+def blueprints(plan: str) -> str:
+    "The blueprints a plan germinated, in the order planted, joined by +."
+    return "+".join(g.split("@")[0] for g in plan.removeprefix("plan:").split("+") if g)
+
+
+def evaluate(policies: dict[str, str], judged: str, seeds: list[int], workers: int, cache: str) -> dict:
+    "Each policy's and each rule's mean test accuracy per problem, and the blueprints each policy planted."
+    judge, out = get_suite(judged), {}
+    with stoppable_pool(workers) as pool:
+        played = dict(pool.map(_policy_job, [(n, c, judged, "train", seeds) for n, c in policies.items()]))
+    rules = {"best rule": lambda p: as_played(p, RULE), "greedy": lambda p: "greedy",
+             "heuristic": lambda p: "heuristic"}
+    jobs = {(name, p.name, s): Play(p, pick(p), s)
+            for name, pick in rules.items() for p in judge.problems for s in seeds}
+    rows = {r["key"]: r for r in run_plays(list(jobs.values()), PlayCache(cache), workers)}
+    for name in rules:
+        played[name] = [rows[j.key] for (n, _, _), j in jobs.items() if n == name]
+    for name, rs in played.items():
+        per = {p: statistics.fmean(r["test_accuracy"] for r in rs if r["problem"] == p) for p in judge.names}
+        out[name] = {"mean": statistics.fmean(per.values()), "per_problem": per}
+        if name in policies:
+            out[name]["planted"] = {p: dict(Counter(blueprints(r["plan"]) for r in rs if r["problem"] == p))
+                                    for p in judge.names}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="suite_tune_probe.py")
+    ap.add_argument("what", choices=("train", "eval"))
+    ap.add_argument("--out", required=True, help="train: the run's folder; eval: the JSON file to write")
+    ap.add_argument("--run-seed", type=seed_int, default=5, help="train: the run seed (default: 5)")
+    ap.add_argument("--policies", nargs="+", default=[], metavar="NAME=CHECKPOINT", help="eval: the policies")
+    ap.add_argument("--judge", default="tune", help="eval: the suite played (default: tune)")
+    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
+                    help="eval: the task seeds (default: the tune seeds 1000-1004)")
+    ap.add_argument("--workers", type=int, default=2, help="eval: worker processes (default: 2)")
+    ap.add_argument("flags", nargs="*", help="train: the benchmark's training flags, after --")
+    args = ap.parse_args(argv)
+    if args.judge == "heldout":
+        ap.error("--judge heldout: probes tune on the tune problems; the held-out ones are for the benchmark's report")
+    if args.what == "train":
+        print(json.dumps(train(args.run_seed, args.out, args.flags)))
+        return 0
+    bad = [p for p in args.policies if "=" not in p or not Path(p.split("=", 1)[1]).exists()]
+    if bad or not args.policies:
+        ap.error(f"--policies: give NAME=CHECKPOINT with an existing checkpoint (got {bad or 'none'})")
+    result = evaluate(dict(p.split("=", 1) for p in args.policies), args.judge, args.seeds, args.workers,
+                      str(Path(args.out).with_suffix(".plays.jsonl")))
+    write_files_atomic(Path(args.out).parent, {Path(args.out).name: json_text(result)})
+    for name, r in result.items():
+        print(f"{name}: {r['mean']:.1f}" + (f"; planted {r['planted']}" if "planted" in r else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
