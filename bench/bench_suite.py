@@ -222,17 +222,21 @@ def maskable_rows(args: argparse.Namespace, setup: dict[str, Any], progress) -> 
     key = lambda p, k, s: f"{p.key}|maskable_ppo|{k}|{s}|{args.episodes}|{args.features}"  # what it read, too
     todo = [k for k in args.train_seeds
             if not all(key(p, k, s) in cache.rows for p in suite.problems for s in args.eval_seeds)]
-    jobs = (todo, [setup] * len(todo), [list(suite.names)] * len(todo), [list(args.eval_seeds)] * len(todo))
-    if args.workers == 1 or len(todo) <= 1:
-        done = map(maskable_job, *jobs)  # played one by one, each cached as it ends
-    else:
-        with stoppable_pool(min(args.workers, len(todo))) as pool:
-            done = list(pool.map(maskable_job, *jobs))
-    for played in done:
+    def keep(played):  # each run seed's episodes are cached as it ends: a stop loses only the runs still going
         for r in played:
             cache.add(r)
         progress(f"MaskablePPO run seed {played[0]['run_seed']}: "
                  f"{statistics.fmean(r['test_accuracy'] for r in played):.1f}%")
+
+    job = lambda k: (maskable_job, k, setup, list(suite.names), list(args.eval_seeds))
+    if args.workers == 1 or len(todo) <= 1:
+        for k in todo:
+            fn, *a = job(k)
+            keep(fn(*a))
+    else:
+        with stoppable_pool(min(args.workers, len(todo))) as pool:
+            for played in _as_completed([pool.submit(*job(k)) for k in todo]):
+                keep(played)
     rows = [cache.rows[key(p, k, s)] for k in args.train_seeds for p in suite.problems for s in args.eval_seeds]
     return rows, None
 
