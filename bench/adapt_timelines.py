@@ -1,4 +1,4 @@
-"""Lifecycle timelines of a suite policy beside the oracle's plan: what one policy does on problems that need different plans.
+"""Lifecycle timelines of a suite policy beside the oracle's plan, on problems that need different plans.
 
 Plays one trained policy (greedy) and each problem's oracle plan (from the suite benchmark's results.json) on the
 given problems and test seed, with telemetry on, and writes per problem and controller the episode's events
@@ -18,12 +18,14 @@ from esper.cli import OneLineParser, earlier_results, seed_int
 from esper.leyline import ActionSpace
 from esper.leyline.files import json_text, write_files_atomic
 from esper.nissa.backends import make_hub
+from esper.nissa.reading import clear_telemetry
 from esper.simic.envs.env import load_ppo_controller
 from esper.simic.trainers.suite_benchmark import germination_plan
 from esper.tamiyo.episode import run_episode
 from esper.tamiyo.plan_search import make_controller
 from esper.tamiyo.problems import get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
+from stoppable_pool import stops_in_one_line  # bench/ is on sys.path: this script's own folder
 
 
 def build_parser() -> OneLineParser:
@@ -40,7 +42,8 @@ def build_parser() -> OneLineParser:
 
 
 def play(controller, problem, suite_menu: tuple[str, ...], seed: int, folder: Path) -> dict:
-    "One episode with telemetry written to `folder`/events.jsonl; its test accuracy and plan."
+    "One episode with telemetry written to `folder`/events.jsonl (an earlier run's is cleared); its accuracy and plan."
+    clear_telemetry(folder)  # the JSONL backend appends: a replaced run must not add its events to the old ones
     hub = make_hub(folder, level="normal", console=False, tensorboard=False)
     try:
         r = run_episode(problem.load_task(seed), controller, problem.episode_config(), seed, hub=hub,
@@ -67,18 +70,23 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [p for p in args.problems if p not in suite.names]
     if unknown:
         ap.error(f"--problems: {', '.join(unknown)} not in suite {suite.name}; its problems: {', '.join(suite.names)}")
-    if not args.overwrite and (found := earlier_results(out, ("summary.json",))):
+    if not args.overwrite and (found := earlier_results(out, ("summary.json", *args.problems))):
         ap.error(f"{out} holds an earlier run ({', '.join(map(str, found))}); pass --overwrite to replace it")
     summary = {"bench": str(bench), "run_seed": args.run_seed, "seed": args.seed, "commit": config.get("git_commit"),
                "problems": {}}
-    for name in args.problems:
-        p = suite[name]
-        ppo = play(load_ppo_controller(str(checkpoint)), p, train.blueprints, args.seed, out / name / "ppo")
-        best = play(make_controller(oracle[name], p, args.seed), p, p.blueprints, args.seed, out / name / "oracle")
-        summary["problems"][name] = {"ppo": ppo, "oracle": best | {"plan": oracle[name]}}
-        print(f"{name}: PPO {ppo['test_accuracy']:.1f}% with {ppo['plan']}; "
-              f"oracle {best['test_accuracy']:.1f}% with {oracle[name]}", flush=True)
-    write_files_atomic(out, {"summary.json": json_text(summary)})
+    with stops_in_one_line("adapt_timelines.py"):
+        for name in args.problems:
+            p = suite[name]
+            ppo = play(load_ppo_controller(str(checkpoint)), p, train.blueprints, args.seed, out / name / "ppo")
+            best = play(make_controller(oracle[name], p, args.seed), p, p.blueprints, args.seed, out / name / "oracle")
+            summary["problems"][name] = {"ppo": ppo, "oracle": best | {"plan": oracle[name]}}
+            print(f"{name}: PPO {ppo['test_accuracy']:.1f}% with {ppo['plan']}; "
+                  f"oracle {best['test_accuracy']:.1f}% with {oracle[name]}", flush=True)
+    try:
+        write_files_atomic(out, {"summary.json": json_text(summary)})
+    except OSError as e:
+        print(f"adapt_timelines.py: error: {e} (the lines above were not saved)", file=sys.stderr)
+        return 1
     print(f"wrote {out}/summary.json and <problem>/<ppo|oracle>/events.jsonl")
     return 0
 

@@ -1,9 +1,10 @@
 """Tuning probes for a policy trained across a suite, judged on the `tune` problems only (never on `heldout`).
 
 `train`: one run seed's policy trained as the suite benchmark trains it (bench_learning.py's train_job, so the same
-settings and its learning curve on --curve-suite), with any of the benchmark's training flags changed. `eval`: the
-given checkpoints played greedily, and the rules (the held-out suite's best single rule, greedy, the heuristic), on
-every --judge problem x --seeds, with the blueprints each policy planted; written to --out as JSON. Examples, from the
+settings and its learning curve on --curve-suite), with any of the benchmark's training flags changed; its flags and
+curve go to --out/probe.json. `eval`: the given checkpoints played greedily, and the rules (the held-out suite's best
+single rule, greedy, the heuristic), on every --judge problem x --seeds, with the blueprints each policy planted;
+written to --out as JSON (`policies` and `rules`), never over an earlier file without --overwrite. Examples, from the
 project root:
     OMP_NUM_THREADS=1 .venv/bin/python bench/suite_tune_probe.py train --run-seed 5 --out runs/probe_long \\
         -- --episodes 960 --entropy-anneal-episodes 720
@@ -27,6 +28,7 @@ from esper.simic.trainers.suite_benchmark import play_policy
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, run_plays
 from esper.tamiyo.problems import get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
+from stoppable_pool import stops_in_one_line
 
 #: The held-out suite's best single rule (its headroom report), the reference rule on the tune problems.
 RULE = "plan:conv_small@block1/1+global_mix@block2/1"
@@ -56,7 +58,7 @@ def blueprints(plan: str) -> str:
 
 def evaluate(policies: dict[str, str], judged: str, seeds: list[int], workers: int, cache: str) -> dict:
     "Each policy's and each rule's mean test accuracy per problem, and the blueprints each policy planted."
-    judge, out = get_suite(judged), {}
+    judge, out = get_suite(judged), {"seeds": list(seeds), "policies": {}, "rules": {}}
     with stoppable_pool(workers) as pool:
         played = dict(pool.map(_policy_job, [(n, c, judged, "train", seeds) for n, c in policies.items()]))
     rules = {"best rule": lambda p: as_played(p, RULE), "greedy": lambda p: "greedy",
@@ -68,10 +70,11 @@ def evaluate(policies: dict[str, str], judged: str, seeds: list[int], workers: i
         played[name] = [rows[j.key] for (n, _, _), j in jobs.items() if n == name]
     for name, rs in played.items():
         per = {p: statistics.fmean(r["test_accuracy"] for r in rs if r["problem"] == p) for p in judge.names}
-        out[name] = {"mean": statistics.fmean(per.values()), "per_problem": per}
+        row = {"mean": statistics.fmean(per.values()), "per_problem": per}
         if name in policies:
-            out[name]["planted"] = {p: dict(Counter(blueprints(r["plan"]) for r in rs if r["problem"] == p))
-                                    for p in judge.names}
+            row["planted"] = {p: dict(Counter(blueprints(r["plan"]) for r in rs if r["problem"] == p))
+                              for p in judge.names}
+        out["policies" if name in policies else "rules"][name] = row
     return out
 
 
@@ -85,20 +88,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=seed_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
                     help="eval: the task seeds (default: the tune seeds 1000-1004)")
     ap.add_argument("--workers", type=int, default=2, help="eval: worker processes (default: 2)")
-    ap.add_argument("flags", nargs="*", help="train: the benchmark's training flags, after --")
-    args = ap.parse_args(argv)
+    ap.add_argument("--overwrite", action="store_true", help="eval: replace an earlier --out file (default: refuse)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    flags = argv[argv.index("--") + 1 :] if "--" in argv else []  # train: the benchmark's training flags, after --
+    args = ap.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if args.judge == "heldout":
         ap.error("--judge heldout: probes tune on the tune problems; the held-out ones are for the benchmark's report")
-    if args.what == "train":
-        print(json.dumps(train(args.run_seed, args.out, args.flags)))
+    if args.what == "train":  # bench_learning's own checks refuse an earlier run's folder without --resume/--overwrite
+        with stops_in_one_line("suite_tune_probe.py", f"the checkpoint in {args.out} is kept: add --resume after --"):
+            probe = train(args.run_seed, args.out, flags)
+        write_files_atomic(args.out, {"probe.json": json_text(probe)})
+        print(json.dumps(probe))
         return 0
     bad = [p for p in args.policies if "=" not in p or not Path(p.split("=", 1)[1]).exists()]
     if bad or not args.policies:
         ap.error(f"--policies: give NAME=CHECKPOINT with an existing checkpoint (got {bad or 'none'})")
-    result = evaluate(dict(p.split("=", 1) for p in args.policies), args.judge, args.seeds, args.workers,
-                      str(Path(args.out).with_suffix(".plays.jsonl")))
+    if Path(args.out).exists() and not args.overwrite:
+        ap.error(f"--out {args.out} holds an earlier evaluation; pass --overwrite to replace it")
+    with stops_in_one_line("suite_tune_probe.py", "the episodes played are kept in the cache beside --out"):
+        result = evaluate(dict(p.split("=", 1) for p in args.policies), args.judge, args.seeds, args.workers,
+                          str(Path(args.out).with_suffix(".plays.jsonl")))
     write_files_atomic(Path(args.out).parent, {Path(args.out).name: json_text(result)})
-    for name, r in result.items():
+    for name, r in {**result["policies"], **result["rules"]}.items():
         print(f"{name}: {r['mean']:.1f}" + (f"; planted {r['planted']}" if "planted" in r else ""))
     return 0
 
