@@ -1,5 +1,5 @@
 """The run feature sets: "signals" is today's state, "run" tells runs apart by their budgets, "run-slots" also by
-their slots' shapes,
+their slots' shapes, "run-data" also by how alike neighbouring input values are,
 and a policy trained on "run" (flag, config, checkpoint) plays back with the features it was trained on."""
 import json
 import math
@@ -17,10 +17,10 @@ from esper.tasks import get_task
 ROOM = RUN_FEATURE_NAMES.index("param_room")
 
 
-def first_obs(param_budget):
+def first_obs(param_budget, **settings):
     "The first observation of a two-epoch mnist1d run with this parameter budget, no seed germinated."
     config = EpisodeConfig(max_epochs=2, max_batches=1, param_budget=param_budget)
-    ep = Episode(get_task("mnist1d", shuffle_seed=0), config)
+    ep = Episode(get_task("mnist1d", shuffle_seed=0, settings=settings), config)
     return ep.reset(seed=0)
 
 
@@ -63,6 +63,17 @@ def test_slot_shapes_tell_hosts_apart():
     assert torch.equal(obs_to_state(both, "run-slots"), a)  # the host's own layout: the same state
 
 
+def test_data_block_tells_ordered_from_permuted_inputs():
+    "run-data: the same budgets and host, inputs in their own order or permuted: only the data block differs."
+    ordered, permuted = first_obs(None), first_obs(None, shuffle_seq=True)
+    a, b = obs_to_state(ordered, "run-data"), obs_to_state(permuted, "run-data")
+    assert a.shape == b.shape == (state_dim(2, features="run-data"),) == (68,)  # 11 values, then 2
+    assert torch.equal(a[:46], obs_to_state(ordered, "run")[:46])  # the base features and the run block, then
+    assert torch.equal(a[35:46], b[35:46])  # the run block cannot tell them apart: same budgets, host and sizes
+    assert a[46] > 0.5 and abs(b[46]) < 0.2, (a[46], b[46])  # input_locality
+    assert a[47] == b[47] == pytest.approx(math.log10(41) / 5)  # 40 values per input
+
+
 def test_a_run_policy_trains_saves_and_plays_back(tmp_path, capsys):
     save = tmp_path / "agent.pt"
     assert main(["ppo", "--suite", "tiny", "--features", "run", "--vectorized", "--n-envs", "2", "--n-episodes", "2",
@@ -94,13 +105,14 @@ def test_unknown_feature_set_is_one_line(capsys):
     assert e.value.code == 2 and "--features" in err and "'signals', 'run'" in err
 
 
-@pytest.mark.parametrize("where", [["--workers", "1"], ["--population", "on"]])
-def test_workers_and_population_read_the_run_features_too(tmp_path, where):
+@pytest.mark.parametrize("where,features", [(["--workers", "1"], "run"), (["--population", "on"], "run"),
+                                            (["--workers", "1"], "run-data")])
+def test_workers_and_population_read_the_run_features_too(tmp_path, where, features):
     "Worker processes and the population path build the same states: the same policy as the in-process run."
-    flags = ["ppo", "--suite", "tiny", "--features", "run", "--vectorized", "--n-envs", "2", "--n-episodes", "2",
+    flags = ["ppo", "--suite", "tiny", "--features", features, "--vectorized", "--n-envs", "2", "--n-episodes", "2",
              "--no-progress"]
     assert main([*flags, "--workers", "0", "--save", str(tmp_path / "a.pt")]) == 0
     assert main([*flags, *where, "--save", str(tmp_path / "b.pt")]) == 0
     a, b = (torch.load(tmp_path / p, weights_only=True) for p in ("a.pt", "b.pt"))
-    assert b["config"]["features"] == "run"
+    assert b["config"]["features"] == features
     assert all(torch.equal(a["network_state_dict"][k], v) for k, v in b["network_state_dict"].items())

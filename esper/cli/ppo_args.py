@@ -253,8 +253,8 @@ def _add_checkpoint_policy_arguments(p: argparse.ArgumentParser) -> None:
         choices=FEATURE_SETS,
         default="signals",
         help="what the policy reads: the training signals and seed telemetry (signals); those and the run's "
-        "budgets left and sizes of host and data (run); those and each slot's shape (run-slots); stored in the "
-        "checkpoint (default: signals)",
+        "budgets left and sizes of host and data (run); those and each slot's shape (run-slots); those and how "
+        "alike neighbouring input values are (run-data); stored in the checkpoint (default: signals)",
     )
 
 # %% ../../nbs/cli/03a_ppo_args.ipynb #343a74b9

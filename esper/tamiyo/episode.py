@@ -7,6 +7,7 @@ __all__ = ['Episode', 'run_episode']
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #b173db68
 import contextlib
+import math
 import time
 from typing import Any
 
@@ -22,7 +23,7 @@ from ..tolaria.compute import host_epoch_flops, train_flops_per_sample
 from .signals import SignalTracker, TamiyoAction, Controller
 from .episode_parts import EpisodeGradientStats, EpisodeConfig, ActionResult, apply_action, EpisodeResult
 from .episode_parts import grown_seeds, sync_seed_telemetry
-from .observation import episode_observation, run_observation
+from .observation import episode_observation, input_locality, run_observation
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #e9d1c7a2
 class Episode:
@@ -95,6 +96,8 @@ def start(self: Episode, seed: int = 0) -> None:
     self.grads = EpisodeGradientStats(self.model)
     self.flops, self.host_epoch_flops = 0, host_epoch_flops(self.model, self.task.input_shape, self.epoch_samples)
     self.tracker = SignalTracker()
+    if getattr(self, "_locality", (None,))[0] is not self.task:  # measured once per task, from its validation split
+        self._locality = (self.task, input_locality(self.task.val_loader))
     self.epoch, self.global_step, self.history, self._test = 0, 0, [], None
     self.host_grad_norm, self.t0, self.done, self._in_epoch = 0.0, time.perf_counter(), False, False
     self._emit(
@@ -291,7 +294,7 @@ def finish_epoch(
 # %% ../../nbs/tamiyo/02_episode.ipynb #eb32b39d
 @patch
 def observation(self: Episode) -> dict[str, Any]:
-    "Signals plus seed features (the focus seed, every slot) and the run's budgets and sizes."
+    "Signals plus seed features (the focus seed, every slot), the run's budgets and sizes, and its data's shape."
     c = self.cfg
     obs = episode_observation(
         self.model,
@@ -303,6 +306,7 @@ def observation(self: Episode) -> dict[str, Any]:
         self.compute / (c.compute_budget or c.max_epochs),
     )
     obs.update(run_observation(self.model, self.compute, c.compute_budget, self.task.n_train))
+    obs.update(input_locality=self._locality[1], input_size=math.prod(self.task.input_shape))
     return obs
 
 

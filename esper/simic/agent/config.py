@@ -147,7 +147,8 @@ class TrainingConfig:
     lstm_hidden_dim: int = DEFAULT_LSTM_HIDDEN_DIM
     # Speed: compiled minibatch step, fused Adam, one-norm clip (equal to the default update to rounding only)
     fast_update: bool = False
-    # Input: the features the policy reads (`FEATURE_SETS`: "run" adds the run's budgets and sizes, "run-slots" shapes)
+    # Input: the features the policy reads (`FEATURE_SETS`: "run" adds budgets and sizes, "run-slots" slot shapes,
+    # "run-data" the data's local structure)
     features: str = "signals"
     slot_layout: tuple[str, ...] | None = None  # the slots the policy reads, in order (None: each host's own)
     # Anomaly detection
