@@ -215,6 +215,8 @@ def maskable_rows(args: argparse.Namespace, setup: dict[str, Any], progress) -> 
     "The peer's test episodes (cached in maskable.jsonl), or none and the one line that says why it was skipped."
     if MASKABLE_SKIP:
         return [], MASKABLE_SKIP
+    if getattr(args, "no_peer", False):
+        return [], "MaskablePPO: skipped (--no-peer; a later --resume without it adds the peer)."
     suite = get_suite(args.suite)
     if any(p.blueprints != suite.blueprints for p in suite.problems):
         return [], "MaskablePPO: skipped (its GrowthEnv plays one menu, and the problems of this suite differ)."
