@@ -84,7 +84,11 @@ def main(argv: list[str] | None = None) -> int:
     with stops_in_one_line("first_decision.py", "nothing was written"):
         for spec in args.policies:
             name, checkpoint = spec.split("=", 1)
-            result["policies"][name] = probe(checkpoint, args.suite, args.trained_on, args.seeds)
+            try:
+                result["policies"][name] = probe(checkpoint, args.suite, args.trained_on, args.seeds)
+            except (ValueError, KeyError, OSError, RuntimeError) as e:  # a checkpoint this probe cannot read
+                print(f"first_decision.py: {name}: {e}; nothing was written", file=sys.stderr)
+                return 1
             for prob, r in result["policies"][name].items():
                 top = sorted(r["probs"].items(), key=lambda kv: -kv[1])[:3]
                 print(f"{name} {prob:26s} value {r['value'] or 0:5.2f}  " + "  ".join(f"{a} {q:.2f}" for a, q in top))
