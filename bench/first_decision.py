@@ -17,7 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 import torch
+from stoppable_pool import stops_in_one_line
 
+import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
 from esper.cli import OneLineParser, seed_int
 from esper.leyline import ActionSpace
 from esper.leyline.files import json_text, write_files_atomic
@@ -25,8 +27,6 @@ from esper.simic.agent.networks import apply_mask
 from esper.simic.envs.env import load_ppo_controller
 from esper.simic.trainers.suite_benchmark import play_policy
 from esper.tamiyo.problems import get_suite
-import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
-from stoppable_pool import stops_in_one_line
 
 
 def first_choice(controller, actions: ActionSpace) -> dict | None:

@@ -9,7 +9,7 @@ from esper.cli import main
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 sys.path.insert(0, str(BENCH))
-import first_decision as fd  # noqa: E402  (bench/ is not a package)
+import first_decision as fd
 
 
 @pytest.fixture(scope="module")
