@@ -48,6 +48,7 @@ class Episode:
         self.stream, self.step_offset = stream, step_offset
         self.model: MorphogeneticModel | None = None
         self._in_epoch = False
+        self._locality: tuple[Any, float] = (None, 0.0)  # (task, its input_locality): measured once per task
 
     def _emit(self, kind, data, epoch=None):
         if self.hub is not None:
@@ -96,7 +97,7 @@ def start(self: Episode, seed: int = 0) -> None:
     self.grads = EpisodeGradientStats(self.model)
     self.flops, self.host_epoch_flops = 0, host_epoch_flops(self.model, self.task.input_shape, self.epoch_samples)
     self.tracker = SignalTracker()
-    if getattr(self, "_locality", (None,))[0] is not self.task:  # measured once per task, from its validation split
+    if self._locality[0] is not self.task:  # a new task: measure its data's local structure on the validation split
         self._locality = (self.task, input_locality(self.task.val_loader))
     self.epoch, self.global_step, self.history, self._test = 0, 0, [], None
     self.host_grad_norm, self.t0, self.done, self._in_epoch = 0.0, time.perf_counter(), False, False
