@@ -56,14 +56,16 @@ bench-learning: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --preset short
 
 # The suite benchmark: PPO trained on the train suite (5 run seeds), judged on every held-out problem x 5 test seeds
-# against the oracle, the best single rule, greedy, the heuristic, static, random and its own open-loop replay.
-# The test seeds are those of the README's headroom table (nothing was chosen on them); about an hour on 2 cores.
-# Run again with BENCH_SUITE_FLAGS=--resume to continue a cut run.
+# against the oracle, the best single rule, greedy, the heuristic, static, random, its own open-loop replay and
+# sb3-contrib's MaskablePPO (installed into .venv if missing). The test seeds are those of the README's headroom table
+# (nothing was chosen on them). The policy reads the run and its data (--features run-data) and takes 80 smaller
+# updates (4 episodes each, rate 1e-3): settings chosen on the tune problems (lab notebook, "Reading the problem").
+# About 1.5 hours on 2 cores. Run again with BENCH_SUITE_FLAGS=--resume to continue a cut run.
 BENCH_SUITE_FLAGS ?=
-bench-suite: $(STAMP)
+bench-suite: $(STAMP) sb3-installed
 	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --suite heldout --train-suite train --curve-suite tune \
-		--features run --run-seeds 0 1 2 3 4 --tune-seeds 1000 1001 --test-seeds 4000 4001 4002 4003 4004 \
-		--eval-every 64 --out runs/bench_suite $(BENCH_SUITE_FLAGS)
+		--features run-data --n-envs 4 --lr 1e-3 --run-seeds 0 1 2 3 4 --tune-seeds 1000 1001 \
+		--test-seeds 4000 4001 4002 4003 4004 --eval-every 64 --out runs/bench_suite $(BENCH_SUITE_FLAGS)
 
 # The same on whole runs (30-epoch episodes, every batch): much slower.
 bench-learning-full: $(STAMP)
@@ -131,8 +133,9 @@ export: $(STAMP)
 # Cross-check with a reference agent: sb3-contrib's MaskablePPO on GrowthEnv (sb3 is installed into .venv if missing).
 SB3_FLAGS ?=
 SB3_PKGS := sb3-contrib==2.9.2 stable-baselines3==2.9.2
-.PHONY: bench-sb3
-bench-sb3: $(STAMP)
-	$(BIN)/python -c "from importlib.metadata import version as v; assert v('sb3-contrib') == v('stable-baselines3') \
+.PHONY: bench-sb3 sb3-installed
+sb3-installed: $(STAMP)
+	@$(BIN)/python -c "from importlib.metadata import version as v; assert v('sb3-contrib') == v('stable-baselines3') \
 		== '2.9.2'" 2>/dev/null || $(BIN)/python -m pip install -q -c .ci/constraints.txt $(SB3_PKGS)
+bench-sb3: sb3-installed
 	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_maskable_ppo.py $(SB3_FLAGS)
