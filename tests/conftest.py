@@ -5,8 +5,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-import torch
+# One instruction set for every test's kernels, set before torch loads (subprocesses inherit it): the identity tests
+# compare runs with fingerprints recorded with AVX2 kernels, and on a CPU with AVX-512 PyTorch and oneDNN otherwise
+# pick kernels that round differently, so the same run ends with other bits. A machine without AVX2 keeps its own.
+os.environ.setdefault("ATEN_CPU_CAPABILITY", "avx2")
+os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
 

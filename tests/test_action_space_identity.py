@@ -6,7 +6,8 @@ committed (d023a19, which uses only names f8c1901 has), as a script: `OMP_NUM_TH
 tests/test_action_space_identity.py`. The digests cover every observation state, mask,
 action, reward and the agent's weights after its update, so any change to the default action space, the one-hot
 features, the masks, the offers or the decoding changes them. They are bit-exact float results of one CPU with one
-thread: on another CPU architecture re-record them (at f8c1901, then check this branch gives the same).
+thread and AVX2 kernels (`tests/conftest.py` pins those on a CPU with AVX-512, whose kernels round differently): on
+another CPU architecture re-record them (at f8c1901, then check this branch gives the same).
 
 Re-recorded once since, on purpose: when the honest splits (issue 56) carved MNIST-1D's validation split out of its
 training split and episodes began to report test accuracy and count their compute, every run's data changed. The

@@ -1,7 +1,8 @@
 """The run-settings refactor changed no run: tiny vectorized, worker and population runs give the weights and history
 recorded at f8c1901 (before `RunSettings` and `EpisodeSpec`), and that commit's checkpoint config still compares equal.
 
-The fingerprints were recorded on CPU with `torch.set_num_threads(1)`: a sha256 of the policy's state dict (names and
+The fingerprints were recorded on CPU with `torch.set_num_threads(1)` and AVX2 kernels (`tests/conftest.py` pins
+those on a CPU that has more): a sha256 of the policy's state dict (names and
 bytes, sorted by name) and of the history as JSON. They were re-recorded once, on purpose, when the honest splits
 (issue 56) changed every run's training data and episodes began to count their compute; the in-process, worker and
 population runs still give one and the same fingerprint."""
