@@ -10,8 +10,8 @@ the bare-SGD figure of the same host: the same number of steps on the same train
 optimizer (`make_sgd`, the episode's host rate and momentum), one plain host per episode, no seeds, no
 validation, no policy (`--repeats` runs, alternated with the trainer's). Then one more
 run under cProfile splits the time into host forward, backward, optimizer steps, gradient statistics, data
-feeding, validation, counterfactual passes, telemetry, policy (features and forward), PPO update, episode
-setup, per-epoch operation counting and the rest; wall and CPU seconds (`time.process_time`) are both
+feeding, validation passes (with the counterfactuals they measure), telemetry, policy (features and forward), PPO
+update, episode setup, per-epoch operation counting and the rest; wall and CPU seconds (`time.process_time`) are both
 kept: the CPU figures are steadier on a shared machine. `profile.json` and `profile.png` go to `--out`.
 Run it with OMP_NUM_THREADS=1 (the hosts are tiny; more threads only contend).
 """
@@ -34,16 +34,16 @@ from esper.tasks import get_task
 from esper.tolaria.trainer import make_sgd
 from esper.leyline.files import write_json_atomic
 
-# category -> (file suffix, function name[, caller file suffix, caller function(s)]): cumulative time of that
-# function, optionally only what it spent when called from the given callers.
+# category -> (file suffix, function name(s)[, caller file suffix, caller function(s)]): cumulative time of those
+# functions (none calls another), optionally only what they spent when called from the given callers.
 PARTS = {
     "host forward": ("torch/nn/modules/module.py", "_wrapped_call_impl", "esper/tolaria/trainer.py", "train_step"),
     "backward": ("torch/_tensor.py", "backward"),
     "optimizer steps": ("torch/optim/optimizer.py", "wrapper", "esper/tolaria/trainer.py", "train_step"),
     "zero_grad": ("torch/optim/optimizer.py", "zero_grad"),
     "gradient statistics": ("esper/tamiyo/episode_parts.py", "__call__"),
-    "validation": ("esper/tolaria/governor.py", "validate"),
-    "counterfactual": ("esper/kasmina/model.py", "counterfactual"),
+    # every validation pass: each epoch's (which also measures the counterfactuals, in branches), the test split's
+    "validation and counterfactuals": ("esper/kasmina/evaluation.py", ("validate", "validate_with_counterfactuals")),
     "telemetry": ("esper/nissa/hub.py", "emit"),
     "policy (features, forward)": ("esper/simic/envs/env.py", "act"),
     "PPO update": ("esper/simic/trainers/update_metrics.py", "run_ppo_update"),
@@ -53,8 +53,9 @@ PARTS = {
 }
 
 
-def _find(stats: dict, suffix: str, name: str):
-    return [k for k in stats if k[0].replace(os.sep, "/").endswith(suffix) and k[2] == name]
+def _find(stats: dict, suffix: str, name: str | tuple[str, ...]):
+    names = (name,) if isinstance(name, str) else name
+    return [k for k in stats if k[0].replace(os.sep, "/").endswith(suffix) and k[2] in names]
 
 
 def breakdown(prof: cProfile.Profile, total: float) -> dict[str, float]:
@@ -69,8 +70,8 @@ def breakdown(prof: cProfile.Profile, total: float) -> dict[str, float]:
             callers = [c for name in names for c in _find(st, spec[2], name)]
             out[part] = sum(st[k][4].get(c, (0, 0, 0, 0))[3] for k in keys for c in callers)
     # data feeding: producing batches (TensorBatches.__iter__ or DataLoader.__next__); the few validation batches
-    # are counted here and in "validation"/"counterfactual" alike
-    feed = _find(st, "esper/tasks/__init__.py", "__iter__") + _find(st, "torch/utils/data/dataloader.py", "__next__")
+    # are counted here and in "validation and counterfactuals" alike
+    feed = _find(st, "esper/tasks/registry.py", "__iter__") + _find(st, "torch/utils/data/dataloader.py", "__next__")
     out["data feeding"] = sum(st[k][3] for k in feed)
     out["other"] = max(0.0, total - sum(out.values()))
     return out

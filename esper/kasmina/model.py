@@ -29,7 +29,7 @@ from esper.leyline import (
 )
 from .blueprints import BLUEPRINT_REGISTRY, get_blueprint, family_for_dims
 from .slot import SeedSlot, SeedState, GateConfig, GateResult, check_gate
-from .evaluation import validate
+from .evaluation import validate, validate_with_counterfactuals
 
 # %% ../../nbs/kasmina/02_model.ipynb #a08be8b3
 def registered_blueprints() -> tuple[str, ...]:
@@ -348,6 +348,9 @@ def counterfactual(
         SeedStage.FOSSILIZED,
     ):
         raise ValueError(f"slot {slot} has no active seed to measure (stage {s.stage.name})")
+    if with_seed is None and without is None:  # both in one pass
+        va, off = validate_with_counterfactuals(self, loader, [slot], device)
+        with_seed, without = va["accuracy"], off[slot]
     if with_seed is None:
         with_seed = validate(self, loader, device)["accuracy"]
     if without is None:

@@ -198,10 +198,12 @@ def train_batch(
 def end_epoch(self: Episode) -> dict[str, Any]:
     "Finish the epoch: governor, validation, seed bookkeeping and telemetry, signals; returns the next observation."
     self.finish_training()
-    with self.on_stream():
-        va = self.runner.validate(self.task.val_loader)
+    measured = {SeedStage[s] for s in self.cfg.counterfactual_stages}
+    slots = [s for s, st in self.model.seed_states().items() if st.stage in measured]
+    with self.on_stream():  # the validation pass measures each seed's counterfactual on the way
+        va, without = self.runner.validate_with_counterfactuals(self.task.val_loader, slots)
     self.record_validation(va)
-    return self.finish_epoch()
+    return self.finish_epoch(without)
 
 
 @patch

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..leyline import SeedStage, LIVE_STAGES, TRAINABLE_SEED_STAGES, TelemetryEvent, TelemetryEventType
+from ..kasmina.evaluation import validate_with_counterfactuals
 from .trainer import EpochMetrics, train_epoch, validate, make_sgd
 
 # %% ../../nbs/tolaria/02_governor.ipynb #df859756
@@ -107,6 +108,14 @@ class EpochRunner:
     def validate(self, loader: Iterable) -> EpochMetrics:
         "Validation loss and accuracy of the model as it is."
         return validate(self.model, loader, self.device, self.criterion)
+
+    def validate_with_counterfactuals(
+        self,
+        loader: Iterable,  # validation batches
+        slots: Iterable[str],  # slots whose seed's contribution is measured
+    ) -> tuple[EpochMetrics, dict[str, float]]:
+        "`validate`, and each slot's accuracy with its alpha forced to 0, in one pass (`{slot: accuracy}`)."
+        return validate_with_counterfactuals(self.model, loader, slots, self.device, self.criterion)
 
     def reset_momentum(self) -> None:
         "Forget every optimizer's momentum (after a rollback the buffers may carry the blow-up)."
