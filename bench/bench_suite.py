@@ -8,6 +8,11 @@ open-loop replay (its most frequent plan on the problem's tune seeds, played bli
 sb3-contrib is installed, MaskablePPO trained on the same suite and budget through `GrowthEnv`. The tables, paired
 comparisons and targets come from `esper.simic.trainers.suite_benchmark`.
 
+Every job runs in one pool of --workers processes, the longest first: each run seed's training and the peer's are
+queued before the plan search's episodes, so the episodes fill the workers that no training holds and no core
+waits while a job is left (with --workers 1, everything in this process, one job after another). Each episode is
+seeded on its own, so the order changes no result.
+
 Written under --out: results.json (config with commit, machine and versions; the headroom report; the summary; the
 targets; every episode), table.md, paired.png, scatter.png, plans.png, learning_curves.png; seed<k>/ per run seed
 (checkpoint, history, and episodes.jsonl: its evaluation episodes); plays.jsonl, every rule's episode (a cache:
@@ -19,6 +24,7 @@ import argparse
 import hashlib
 import importlib.util
 import statistics
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future, as_completed
@@ -108,22 +114,39 @@ class _InProcess:
         return type("Done", (), {"result": lambda self: result})()
 
 
-def train_and_play(args: argparse.Namespace, setup: dict[str, Any], progress) -> tuple[list[dict], list[dict]]:
-    "Train every run seed's policy (a job each), then play each on every problem; returns (trained runs, rows)."
-    if args.workers == 1:
-        return _train_and_play(_InProcess(), args, setup, progress)
-    with stoppable_pool(args.workers) as pool:
-        return _train_and_play(pool, args, setup, progress)
+def _when_done(future, fn):
+    """Call `fn(result)` once, as soon as `future` has ended well (at once for `_InProcess`'s), from the pool's thread;
+    returns `ensure()`, which makes sure it was called (waiting for it, or calling it) and raises if the job failed.
+    The pool wakes a waiter on `.result()` before it runs the callbacks: `ensure` is what closes that gap."""
+    lock, called = threading.Lock(), []
+
+    def once(f):
+        with lock:
+            if not called:
+                fn(f.result())
+                called.append(True)
+
+    if isinstance(future, Future):
+        future.add_done_callback(lambda f: f.cancelled() or f.exception() is not None or once(f))
+    else:
+        once(future)
+    return lambda: once(future)
 
 
-def _train_and_play(pool, args, setup, progress) -> tuple[list[dict], list[dict]]:
-    "Each run seed's policy is played as soon as it is trained, so no worker waits for the last training to end."
+def start_training(pool, args: argparse.Namespace, setup: dict[str, Any], progress) -> list:
+    "Submit every run seed's training (a job each); each says when it ends."
+    training = [pool.submit(train_job, k, setup) for k in args.train_seeds]
+    for f in training:
+        _when_done(f, lambda t: progress(f"trained run seed {t['train_seed']} in {t['train_seconds']:.0f} s"))
+    return training
+
+
+def play_trained(pool, training: list, args, setup, progress) -> tuple[list[dict], list[dict]]:
+    "Each run seed's policy played on every problem as soon as it is trained; returns (trained runs, rows)."
     suite, seeds = get_suite(args.suite), list(args.tune_seeds) + list(args.eval_seeds)
     rows, trained, jobs = [], [], []
-    training = [pool.submit(train_job, k, setup) for k in args.train_seeds]
     for t in _as_completed(training):
         trained.append(t)
-        progress(f"trained run seed {t['train_seed']} in {t['train_seconds']:.0f} s")
         k, cache = t["train_seed"], PlayCache(Path(args.out) / f"seed{t['train_seed']}" / "episodes.jsonl")
         digest = checkpoint_digest(t["checkpoint"])
         for p in suite.problems:
@@ -152,7 +175,7 @@ def _as_completed(futures: list) -> Iterator[Any]:
             yield f.result()
 
 
-def open_loop_rows(args, ppo_rows: list[dict], cache: PlayCache, progress) -> list[dict]:
+def open_loop_rows(args, ppo_rows: list[dict], cache: PlayCache, progress, pool=None) -> list[dict]:
     "Each policy's open-loop replay on every problem: its most frequent tune-seed plan, played on the test seeds."
     suite, chosen = get_suite(args.suite), {}
     for k in args.train_seeds:
@@ -161,7 +184,8 @@ def open_loop_rows(args, ppo_rows: list[dict], cache: PlayCache, progress) -> li
                     if r["run_seed"] == k and r["problem"] == p.name and r["seed"] in args.tune_seeds]
             chosen[k, p.name] = sb.open_loop_plan(sorted(tune, key=lambda r: r["seed"]))
     jobs = {key: [Play(suite[key[1]], plan, s) for s in args.eval_seeds] for key, plan in chosen.items()}
-    played = run_plays([j for js in jobs.values() for j in js], cache, args.workers, on_row=progress_row(progress))
+    played = run_plays([j for js in jobs.values() for j in js], cache, args.workers, on_row=progress_row(progress),
+                       pool=pool)
     by_key = {r["key"]: r for r in played}
     return [by_key[j.key] | {"controller": "open-loop", "run_seed": k, "plan": plan, "rule": j.controller}
             for (k, name), js in jobs.items() for j in js for plan in [chosen[k, name]]]
@@ -211,15 +235,17 @@ def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seed
     return rows
 
 
-def maskable_rows(args: argparse.Namespace, setup: dict[str, Any], progress) -> tuple[list[dict], str|None]:
-    "The peer's test episodes (cached in maskable.jsonl), or none and the one line that says why it was skipped."
+def start_peer(pool, args: argparse.Namespace, setup: dict[str, Any], progress):
+    """Submit the peer's run seeds not yet played (each cached in maskable.jsonl as it ends); returns
+    `finish() -> (rows, None)`, or, where the peer does not run, `finish() -> ([], the line that says why)`."""
     if MASKABLE_SKIP:
-        return [], MASKABLE_SKIP
+        return lambda: ([], MASKABLE_SKIP)
     if getattr(args, "no_peer", False):
-        return [], "MaskablePPO: skipped (--no-peer; a later --resume without it adds the peer)."
+        return lambda: ([], "MaskablePPO: skipped (--no-peer; a later --resume without it adds the peer).")
     suite = get_suite(args.suite)
     if any(p.blueprints != suite.blueprints for p in suite.problems):
-        return [], "MaskablePPO: skipped (its GrowthEnv plays one menu, and the problems of this suite differ)."
+        why = "MaskablePPO: skipped (its GrowthEnv plays one menu, and the problems of this suite differ)."
+        return lambda: ([], why)
     cache = PlayCache(Path(args.out) / "maskable.jsonl")
     key = lambda p, k, s: f"{p.key}|maskable_ppo|{k}|{s}|{args.episodes}|{args.features}"  # what it read, too
     todo = [k for k in args.train_seeds
@@ -230,17 +256,36 @@ def maskable_rows(args: argparse.Namespace, setup: dict[str, Any], progress) -> 
         progress(f"MaskablePPO run seed {played[0]['run_seed']}: "
                  f"{statistics.fmean(r['test_accuracy'] for r in played):.1f}%")
 
-    job = lambda k: (maskable_job, k, setup, list(suite.names), list(args.eval_seeds))
-    if args.workers == 1 or len(todo) <= 1:
-        for k in todo:
-            fn, *a = job(k)
-            keep(fn(*a))
-    else:
-        with stoppable_pool(min(args.workers, len(todo))) as pool:
-            for played in _as_completed([pool.submit(*job(k)) for k in todo]):
-                keep(played)
-    rows = [cache.rows[key(p, k, s)] for k in args.train_seeds for p in suite.problems for s in args.eval_seeds]
-    return rows, None
+    futures = [pool.submit(maskable_job, k, setup, list(suite.names), list(args.eval_seeds)) for k in todo]
+    kept = [_when_done(f, keep) for f in futures]
+
+    def finish():
+        for ensure in kept:
+            ensure()  # its episodes are cached (a failed run seed raises here)
+        rows = [cache.rows[key(p, k, s)] for k in args.train_seeds for p in suite.problems for s in args.eval_seeds]
+        return rows, None
+
+    return finish
+
+
+def play_all(pool, plays, args, setup, cache: PlayCache, progress) -> tuple:
+    """Every episode of the benchmark, its jobs on `pool` (the rules' episodes on `plays`: the same pool, or None to
+    play them in this process): (headroom, rows, trained runs, PPO rows, the peer's skip line or None)."""
+    suite, tune, test = get_suite(args.suite), tuple(args.tune_seeds), tuple(args.eval_seeds)
+    training = start_training(pool, args, setup, progress)  # the long jobs first
+    finish_peer = start_peer(pool, args, setup, progress)
+    headroom = search(suite, cache, args.workers, (1,), tune, test, on_row=progress_row(progress), pool=plays)
+    oracle = {r["problem"]: r["oracle_plan"] for r in headroom["problems"]}
+    rule = {p.name: as_played(p, headroom["best_single_rule"]) for p in suite.problems}
+    fixed = [Play(p, c, s) for p in suite.problems
+             for c in dict.fromkeys([oracle[p.name], rule[p.name], "greedy", "heuristic", "static", "random"])
+             for s in test]
+    rows = run_plays(fixed, cache, args.workers, on_row=progress_row(progress), pool=plays)
+    trained, ppo_rows = play_trained(pool, training, args, setup, progress)
+    rows += [r | {"controller": "ppo"} for r in ppo_rows if r["seed"] in test]
+    rows += open_loop_rows(args, ppo_rows, cache, progress, plays)
+    peer, skipped = finish_peer()
+    return headroom, rows + peer, trained, ppo_rows, skipped
 
 
 def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
@@ -263,18 +308,13 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     tune, test = tuple(args.tune_seeds), tuple(args.eval_seeds)
     kept = f"the checkpoints and episodes in {args.out} are kept: run the same command with --resume to continue"
     with stops_in_one_line("bench_learning.py", kept):
-        headroom = search(suite, cache, args.workers, (1,), tune, test, on_row=progress_row(progress))
+        if args.workers == 1:
+            headroom, rows, trained, ppo_rows, skipped = play_all(_InProcess(), None, args, setup, cache, progress)
+        else:
+            with stoppable_pool(args.workers) as pool:
+                headroom, rows, trained, ppo_rows, skipped = play_all(pool, pool, args, setup, cache, progress)
         oracle = {r["problem"]: r["oracle_plan"] for r in headroom["problems"]}
         rule = {p.name: as_played(p, headroom["best_single_rule"]) for p in suite.problems}
-        fixed = [Play(p, c, s) for p in suite.problems
-                 for c in dict.fromkeys([oracle[p.name], rule[p.name], "greedy", "heuristic", "static", "random"])
-                 for s in test]
-        rows = run_plays(fixed, cache, args.workers, on_row=progress_row(progress))
-        trained, ppo_rows = train_and_play(args, setup, progress)
-        rows += [r | {"controller": "ppo"} for r in ppo_rows if r["seed"] in test]
-        rows += open_loop_rows(args, ppo_rows, cache, progress)
-        peer, skipped = maskable_rows(args, setup, progress)
-        rows += peer
     notes = (skipped,) if skipped else ()
     searched = [cache.rows[Play(p, c, s).key] | {"phase": "plan search"}  # every plan on the tune seeds
                 for p in suite.problems for c in plan_controllers(p) for s in tune]

@@ -97,6 +97,33 @@ def test_an_earlier_out_is_refused_and_resume_plays_nothing_again(run, capsys):
     assert again["summary"]["means"] == res["summary"]["means"]
 
 
+def test_one_pool_of_two_workers_plays_the_same_episodes(run, tmp_path):
+    "--workers 2 runs every job in one pool, the trainings first: the order changes, no episode does."
+    _, res = run
+    flags = [f if f != "1" or FLAGS[i - 1] != "--workers" else "2" for i, f in enumerate(FLAGS)]
+    assert _bench().main([*flags, "--out", str(tmp_path / "two")]) == 0
+    two = json.loads((tmp_path / "two" / "results.json").read_text())
+    strip = lambda eps: sorted(json.dumps({k: v for k, v in e.items() if k != "seconds"}, sort_keys=True) for e in eps)
+    assert strip(two["episodes"]) == strip(res["episodes"])
+    assert two["summary"] == res["summary"] and two["config"]["workers"] == 2
+
+
+def test_a_job_is_kept_once_and_its_failure_raises_where_it_is_awaited():
+    from concurrent.futures import ThreadPoolExecutor
+
+    _bench()
+    import bench_suite
+    calls = []
+    with ThreadPoolExecutor(1) as pool:
+        ensure = bench_suite._when_done(pool.submit(lambda: 3), calls.append)
+        ensure(), ensure()
+        assert calls == [3]  # once, whether the pool's thread or ensure() came first
+        failed = bench_suite._when_done(pool.submit(lambda: 1 / 0), calls.append)
+        with pytest.raises(ZeroDivisionError):
+            failed()
+    assert calls == [3]
+
+
 @pytest.mark.parametrize("flags, line", [
     (["--train-suite", "train"], "give suites of one menu"),
     (["--tune-seeds", "2000"], "nothing may be chosen on a reporting seed"),

@@ -12,7 +12,8 @@ import json
 import os
 import statistics
 from collections.abc import Callable, Iterable
-from concurrent.futures import ProcessPoolExecutor
+import threading
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,7 @@ class PlayCache:
         path: str | Path | None,  # the file (None: keep rows in memory only)
     ):
         self.path, self.rows = (Path(path) if path is not None else None), {}
+        self._lock = threading.Lock()
         if self.path is not None and self.path.exists():
             for line in self.path.read_text().splitlines():
                 try:
@@ -127,13 +129,14 @@ class PlayCache:
 
     def add(self, row: dict[str, Any]) -> None:
         "Keep a row, and append it to the file at once."
-        self.rows[row["key"]] = row
-        if self.path is not None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a") as f:
-                f.write(json.dumps(row) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+        with self._lock:
+            self.rows[row["key"]] = row
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                with open(self.path, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
 
 
 def run_plays(
@@ -142,8 +145,9 @@ def run_plays(
     workers: int = 1,  # worker processes (1: play in this process)
     base: EpisodeConfig | None = None,  # how to train
     on_row: Callable[[dict], None] | None = None,  # called with each newly played row
+    pool: Executor | None = None,  # a running pool to play in instead (its owner stops it); `workers` is then unused
 ) -> list[dict[str, Any]]:
-    "The row of every job: cached ones as they are, the others played (in `workers` processes) and cached."
+    "The row of every job: cached ones as they are, the others played (in `workers` processes, or `pool`) and cached."
     jobs = list(dict.fromkeys(jobs))
     todo = [j for j in jobs if j not in cache]
 
@@ -152,7 +156,10 @@ def run_plays(
         if on_row is not None:
             on_row(row)
 
-    if workers <= 1 or len(todo) <= 1:
+    if pool is not None:
+        for done in as_completed([pool.submit(play, j, base) for j in todo]):
+            keep(done.result())
+    elif workers <= 1 or len(todo) <= 1:
         for j in todo:
             keep(play(j, base))
     else:
@@ -285,11 +292,12 @@ def search(
     test: tuple[int, ...] = TEST_SEEDS,  # seeds that report
     base: EpisodeConfig | None = None,  # how to train
     on_row: Callable[[dict], None] | None = None,  # called with each newly played row
+    pool: Executor | None = None,  # a running pool to play in (see `run_plays`)
 ) -> dict[str, Any]:
     "Every plan on the tune seeds, then the chosen plans and the rules on the test seeds: the `headroom` report."
     plans = {p.name: plan_controllers(p, epochs) for p in suite.problems}
     tuning = [Play(p, c, s) for p in suite.problems for c in plans[p.name] for s in tune]
-    rows = run_plays(tuning, cache, workers, base, on_row)
+    rows = run_plays(tuning, cache, workers, base, on_row, pool)
     oracle, single, _ = choose(suite, rows, plans, tune)
     testing = [
         Play(p, c, s)
@@ -297,5 +305,5 @@ def search(
         for c in dict.fromkeys([oracle[p.name], as_played(p, single), "greedy", "heuristic"])
         for s in test
     ]
-    rows += run_plays(testing, cache, workers, base, on_row)
+    rows += run_plays(testing, cache, workers, base, on_row, pool)
     return headroom(suite, rows, plans, tune, test)
