@@ -60,7 +60,7 @@ bench-learning: $(STAMP)
 # sb3-contrib's MaskablePPO (installed into .venv if missing). The test seeds are those of the README's headroom table
 # (nothing was chosen on them). The policy reads the run and its data (--features run-data) and takes 80 smaller
 # updates (4 episodes each, rate 1e-3): settings chosen on the tune problems (lab notebook, "Reading the problem").
-# 26 minutes on a 2-core AMD EPYC with AVX-512, over an hour on older cores. Run again with
+# About 18 minutes on a 2-core AMD EPYC with AVX-512, every job in one pool of 2 workers. Run again with
 # BENCH_SUITE_FLAGS=--resume to continue a cut run.
 BENCH_SUITE_FLAGS ?=
 bench-suite: $(STAMP) sb3-installed
