@@ -116,4 +116,6 @@ def validate_with_counterfactuals(
             raise ValueError(f"unknown slot {s!r}; this model has: {', '.join(model.slots)}")
         if model.slots[s].seed is None or model.slots[s].stage not in TRAINABLE_SEED_STAGES:
             raise ValueError(f"slot {s} has no active seed to measure (stage {model.slots[s].stage.name})")
+    if not slots:  # nothing to branch for: the model's own forward pass
+        return validate(model, loader, device, criterion), {}
     return _evaluate(model, loader, device, criterion, _branching_forward(model, slots))
