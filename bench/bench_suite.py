@@ -268,9 +268,10 @@ def start_peer(pool, args: argparse.Namespace, setup: dict[str, Any], progress):
     return finish
 
 
-def play_all(pool, plays, args, setup, cache: PlayCache, progress) -> tuple:
+def play_all(pool, plays, args, setup, cache: PlayCache, progress) -> dict[str, Any]:
     """Every episode of the benchmark, its jobs on `pool` (the rules' episodes on `plays`: the same pool, or None to
-    play them in this process): (headroom, rows, trained runs, PPO rows, the peer's skip line or None)."""
+    play them in this process): the headroom report, each problem's oracle and best-rule plan, the rows, the trained
+    runs, the PPO rows and the peer's skip line (or None)."""
     suite, tune, test = get_suite(args.suite), tuple(args.tune_seeds), tuple(args.eval_seeds)
     training = start_training(pool, args, setup, progress)  # the long jobs first
     finish_peer = start_peer(pool, args, setup, progress)
@@ -285,7 +286,8 @@ def play_all(pool, plays, args, setup, cache: PlayCache, progress) -> tuple:
     rows += [r | {"controller": "ppo"} for r in ppo_rows if r["seed"] in test]
     rows += open_loop_rows(args, ppo_rows, cache, progress, plays)
     peer, skipped = finish_peer()
-    return headroom, rows + peer, trained, ppo_rows, skipped
+    return {"headroom": headroom, "oracle": oracle, "rule": rule, "rows": rows + peer, "trained": trained,
+            "ppo_rows": ppo_rows, "skipped": skipped}
 
 
 def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
@@ -309,12 +311,12 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     kept = f"the checkpoints and episodes in {args.out} are kept: run the same command with --resume to continue"
     with stops_in_one_line("bench_learning.py", kept):
         if args.workers == 1:
-            headroom, rows, trained, ppo_rows, skipped = play_all(_InProcess(), None, args, setup, cache, progress)
+            played = play_all(_InProcess(), None, args, setup, cache, progress)
         else:
             with stoppable_pool(args.workers) as pool:
-                headroom, rows, trained, ppo_rows, skipped = play_all(pool, pool, args, setup, cache, progress)
-        oracle = {r["problem"]: r["oracle_plan"] for r in headroom["problems"]}
-        rule = {p.name: as_played(p, headroom["best_single_rule"]) for p in suite.problems}
+                played = play_all(pool, pool, args, setup, cache, progress)
+    headroom, oracle, rule, rows = played["headroom"], played["oracle"], played["rule"], played["rows"]
+    trained, ppo_rows, skipped = played["trained"], played["ppo_rows"], played["skipped"]
     notes = (skipped,) if skipped else ()
     searched = [cache.rows[Play(p, c, s).key] | {"phase": "plan search"}  # every plan on the tune seeds
                 for p in suite.problems for c in plan_controllers(p) for s in tune]
