@@ -58,15 +58,18 @@ bench-learning: $(STAMP)
 # The suite benchmark: PPO trained on the train suite (5 run seeds), judged on every held-out problem x 5 test seeds
 # against the oracle, the best single rule, greedy, the heuristic, static, random, its own open-loop replay and
 # sb3-contrib's MaskablePPO (installed into .venv if missing). The test seeds are those of the README's headroom table
-# (nothing was chosen on them). The policy reads the run and its data (--features run-data) and takes 80 smaller
-# updates (4 episodes each, rate 1e-3): settings chosen on the tune problems (lab notebook, "Reading the problem").
-# About 18 minutes on a 2-core AMD EPYC with AVX-512, every job in one pool of 2 workers. Run again with
+# (nothing was chosen on them). The policy reads the run and its data (--features run-data) and trains on 2,880
+# episodes in groups of four on one task seed, each compared with its siblings (--group-baseline), 8 per update at a
+# rate of 1e-3: settings chosen on the tune problems (lab notebook, "Enough episodes to tell problems apart").
+# The training takes about an hour on a 2-core AMD EPYC; the MaskablePPO peer at the same budget takes several more
+# (BENCH_SUITE_FLAGS=--no-peer leaves it out, and a later --resume adds it). Run again with
 # BENCH_SUITE_FLAGS=--resume to continue a cut run.
 BENCH_SUITE_FLAGS ?=
 bench-suite: $(STAMP) sb3-installed
 	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --suite heldout --train-suite train --curve-suite tune \
-		--features run-data --n-envs 4 --lr 1e-3 --run-seeds 0 1 2 3 4 --tune-seeds 1000 1001 \
-		--test-seeds 4000 4001 4002 4003 4004 --eval-every 64 --out runs/bench_suite $(BENCH_SUITE_FLAGS)
+		--features run-data --n-envs 8 --episodes-per-task-seed 4 --group-baseline --lr 1e-3 --episodes 2880 \
+		--entropy-anneal-episodes 2160 --run-seeds 0 1 2 3 4 --tune-seeds 1000 1001 \
+		--test-seeds 4000 4001 4002 4003 4004 --eval-every 320 --out runs/bench_suite $(BENCH_SUITE_FLAGS)
 
 # The same on whole runs (30-epoch episodes, every batch): much slower.
 bench-learning-full: $(STAMP)

@@ -5,8 +5,8 @@ first decision where a germination is legal the policy's probabilities over its 
 are kept. The critic's value says whether the features tell the problems apart; the probabilities say whether the
 actor acts on it. Written to --out as JSON (per policy and problem: the mean probability of each action over the
 seeds, the mean value, the epoch of that decision and the plans played), never over an earlier file without
---overwrite. Only the train and tune suites: the held-out problems are for the benchmark's report. From the project
-root:
+--overwrite. Only the train and tune suites, or with --problems a few of train's: the held-out problems are for the
+benchmark's report. From the project root:
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/first_decision.py --suite train --seeds 1000 1001 \\
         --policies run0=runs/bench_suite/seed0/agent.pt --out runs/first_decision.json
@@ -26,7 +26,22 @@ from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.agent.networks import apply_mask
 from esper.simic.envs.env import load_ppo_controller
 from esper.simic.trainers.suite_benchmark import play_policy
-from esper.tamiyo.problems import get_suite
+from esper.tamiyo.problems import Suite, get_suite, register_suite
+
+
+def probe_suite(
+    names: list[str],  # problems of the `base` suite, in the order wanted
+    base: str = "train",  # the suite they come from
+) -> str:
+    "The name of a suite of a few of `base`'s problems, registered (again: a no-op) for probes that train or play them."
+    src = get_suite(base)
+    missing = [n for n in names if n not in src.names]
+    if missing or len(set(names)) != len(names) or not names:
+        raise ValueError(f"--problems: give distinct problems of {base} (got {missing or names}); its problems: "
+                         f"{', '.join(src.names)}")
+    name = f"{base}[{','.join(names)}]"
+    register_suite(Suite(name, src.version, tuple(src[n] for n in names), f"{len(names)} of {base}'s problems"))
+    return name
 
 
 def first_choice(controller, actions: ActionSpace) -> dict | None:
@@ -69,11 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="first_decision.py")
     ap.add_argument("--policies", nargs="+", required=True, metavar="NAME=CHECKPOINT", help="flat PPO checkpoints")
     ap.add_argument("--suite", default="tune", choices=("train", "tune"), help="the problems played (default: tune)")
+    ap.add_argument("--problems", nargs="+", default=None, metavar="NAME",
+                    help="play these problems of train instead of --suite (default: off)")
     ap.add_argument("--trained-on", default="train", help="the suite the policies trained on (default: train)")
     ap.add_argument("--seeds", type=seed_int, nargs="+", default=[1000, 1001], help="task seeds (default: 1000 1001)")
     ap.add_argument("--out", required=True, help="the JSON file to write")
     ap.add_argument("--overwrite", action="store_true", help="replace an earlier --out file (default: refuse)")
     args = ap.parse_args(argv)
+    if args.problems:
+        try:
+            args.suite = probe_suite(args.problems)
+        except ValueError as e:
+            ap.error(str(e))
     bad = [p for p in args.policies if "=" not in p or not Path(p.split("=", 1)[1]).exists()]
     if bad:
         ap.error(f"--policies: give NAME=CHECKPOINT with an existing checkpoint (got {bad})")

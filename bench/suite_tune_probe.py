@@ -10,6 +10,8 @@ project root:
         -- --episodes 960 --entropy-anneal-episodes 720
     OMP_NUM_THREADS=1 .venv/bin/python bench/suite_tune_probe.py eval --out runs/probes.json \\
         --policies run0=runs/bench_suite/seed0/agent.pt long=runs/probe_long/seed5/agent.pt
+With --problems NAME..., a few of train's problems take the place of the suites: `train` trains and draws its curve on
+them, `eval` plays them (a probe of whether a policy can tell those problems apart at all).
 """
 import json
 import statistics
@@ -30,6 +32,7 @@ from esper.tamiyo.plans import Plan
 from esper.tamiyo.problems import get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
 from stoppable_pool import stops_in_one_line
+from first_decision import probe_suite
 
 #: The reference rule on the tune problems unless --rule names another: the held-out suite's best single rule in the
 #: first benchmark's headroom report. Its choice depends on the machine's kernels: on an AVX-512 machine the suite
@@ -47,9 +50,11 @@ def train(run_seed: int, out: str, flags: list[str]) -> dict:
             "curve": [(r["episodes"], r["eval_accuracy"]) for r in t["history"] if r.get("eval_accuracy") is not None]}
 
 
-def _policy_job(job: tuple[str, str, str, str, list[int]]) -> tuple[str, list[dict]]:
-    name, checkpoint, judged, trained_on, seeds = job
+def _policy_job(job: tuple[str, str, str, str, list[int], list[str] | None]) -> tuple[str, list[dict]]:
+    name, checkpoint, judged, trained_on, seeds, problems = job
     torch.set_num_threads(1)
+    if problems:  # a spawned worker registers the probe's suite of a few problems again
+        probe_suite(problems)
     judge, acts, ctl = get_suite(judged), get_suite(trained_on), load_ppo_controller(checkpoint)
     return name, [play_policy(ctl, acts, p, s) for p in judge.problems for s in seeds]
 
@@ -60,11 +65,14 @@ def blueprints(plan: str) -> str:
 
 
 def evaluate(policies: dict[str, str], judged: str, seeds: list[int], workers: int, cache: str,
-             rule: str = RULE) -> dict:
+             rule: str = RULE, problems: list[str] | None = None) -> dict:
     "Each policy's and each rule's mean test accuracy per problem, and the blueprints each policy planted."
+    if problems:
+        judged = probe_suite(problems)
     judge, out = get_suite(judged), {"seeds": list(seeds), "best_rule": rule, "policies": {}, "rules": {}}
+    jobs = [(n, c, judged, "train", seeds, problems) for n, c in policies.items()]
     with stoppable_pool(workers) as pool:
-        played = dict(pool.map(_policy_job, [(n, c, judged, "train", seeds) for n, c in policies.items()]))
+        played = dict(pool.map(_policy_job, jobs))
     rules = {"best rule": lambda p: as_played(p, rule), "greedy": lambda p: "greedy",
              "heuristic": lambda p: "heuristic"}
     jobs = {(name, p.name, s): Play(p, pick(p), s)
@@ -88,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True, help="train: the run's folder; eval: the JSON file to write")
     ap.add_argument("--run-seed", type=seed_int, default=5, help="train: the run seed (default: 5)")
     ap.add_argument("--policies", nargs="+", default=[], metavar="NAME=CHECKPOINT", help="eval: the policies")
+    ap.add_argument("--problems", nargs="+", default=None, metavar="NAME",
+                    help="train on, draw the curve on and eval on these problems of train (default: the suites)")
     ap.add_argument("--judge", default="tune", help="eval: the suite played (default: tune)")
     ap.add_argument("--seeds", type=seed_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
                     help="eval: the task seeds (default: the tune seeds 1000-1004)")
@@ -100,6 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     if args.judge == "heldout":
         ap.error("--judge heldout: probes tune on the tune problems; the held-out ones are for the benchmark's report")
+    if args.problems:
+        try:
+            suite = probe_suite(args.problems)
+        except ValueError as e:
+            ap.error(str(e))
+        flags = ["--train-suite", suite, "--curve-suite", suite, *flags]
     if args.what == "train":  # bench_learning's own checks refuse an earlier run's folder without --resume/--overwrite
         with stops_in_one_line("suite_tune_probe.py", f"the checkpoint in {args.out} is kept: add --resume after --"):
             probe = train(args.run_seed, args.out, flags)
@@ -118,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--out {args.out} holds an earlier evaluation; pass --overwrite to replace it")
     with stops_in_one_line("suite_tune_probe.py", "the episodes played are kept in the cache beside --out"):
         result = evaluate(dict(p.split("=", 1) for p in args.policies), args.judge, args.seeds, args.workers,
-                          str(Path(args.out).with_suffix(".plays.jsonl")), rule)
+                          str(Path(args.out).with_suffix(".plays.jsonl")), rule, args.problems)
     write_files_atomic(Path(args.out).parent, {Path(args.out).name: json_text(result)})
     for name, r in {**result["policies"], **result["rules"]}.items():
         print(f"{name}: {r['mean']:.1f}" + (f"; planted {r['planted']}" if "planted" in r else ""))

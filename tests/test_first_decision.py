@@ -59,3 +59,21 @@ def test_bad_arguments_are_refused_before_any_episode(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         fd.main(["--out", str(tmp_path / "old.json"), "--policies", f"a={tmp_path / 'old.json'}"])
     assert e.value.code == 2 and "--overwrite" in capsys.readouterr().err
+
+
+def test_probe_suite_is_a_few_of_trains_problems(capsys, tmp_path):
+    "A probe's suite keeps train's problems as they are, in the order given; a name train lacks is one line."
+    from esper.tamiyo.problems import get_suite
+
+    name = fd.probe_suite(["mnist1d-shuffled-p2500", "mnist1d-p2500"])
+    assert fd.probe_suite(["mnist1d-shuffled-p2500", "mnist1d-p2500"]) == name  # registering again is a no-op
+    train, probe = get_suite("train"), get_suite(name)
+    test_names = ("mnist1d-shuffled-p2500", "mnist1d-p2500")
+    assert probe.names == test_names and all(probe[n] is train[n] for n in test_names)
+    assert probe.version == train.version and probe.blueprints == train.blueprints
+    for bad in (["mnist1d-p9999"], ["mnist1d-p2500", "mnist1d-p2500"], []):
+        with pytest.raises(ValueError, match="--problems"):
+            fd.probe_suite(bad)
+    with pytest.raises(SystemExit) as e:
+        fd.main(["--problems", "nowhere", "--out", str(tmp_path / "x.json"), "--policies", "a=nowhere.pt"])
+    assert e.value.code == 2 and "nowhere" in capsys.readouterr().err
