@@ -36,7 +36,7 @@ from first_decision import probe_suite
 
 #: The reference rule on the tune problems unless --rule names another: the held-out suite's best single rule in the
 #: first benchmark's headroom report. Its choice depends on the machine's kernels: on an AVX-512 machine the suite
-#: benchmark chose `plan:global_mix@block1/1` (nbs/results/bench_suite/).
+#: benchmark chose `plan:global_mix@block1/1` (nbs/results/bench_suite_320/).
 RULE = "plan:conv_small@block1/1+global_mix@block2/1"
 
 
