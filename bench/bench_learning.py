@@ -197,8 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--curve-suite", default="tune",
       help="with --suite: the suite of the learning-curve evaluations, on the --curve-seeds (default: tune)")
     a("--no-peer", action="store_true",
-      help="with --suite: leave out the MaskablePPO peer (about as long per run seed as its PPO training); its row says skipped, "
-           "and a later --resume without this flag adds it")
+      help="with --suite: leave out the MaskablePPO peer (about as long per run seed as its PPO training); its row "
+           "says skipped, and a later --resume without this flag adds it")
     a("--tune-seeds", type=seed_int, nargs="+", default=[1000, 1001],
       help="with --suite: seeds that choose the oracle's plan, the best single rule and each policy's open-loop "
            "replay on every problem (default: 1000 1001)")
