@@ -14,7 +14,10 @@ import suite_tune_probe as stp
     [
         (["eval", "--judge", "heldout", "--out", "x.json", "--policies", "a=b.pt"], "held-out"),
         (["train", "--problems", "mnist1d-p9999", "--out", "run"], "mnist1d-p9999"),
-        (["eval", "--problems", "mnist1d-p2500", "--out", "x.json", "--policies", "a=nowhere.pt"], "existing checkpoint"),
+        (
+            ["eval", "--problems", "mnist1d-p2500", "--out", "x.json", "--policies", "a=nowhere.pt"],
+            "existing checkpoint",
+        ),
         (["eval", "--rule", "conv_small@block1", "--out", "x.json", "--policies", "a=b.pt"], "not a plan"),
     ],
 )
