@@ -75,9 +75,9 @@ def report(results: dict, plays: list[dict] = ()) -> str:
     out.append("| **mean** | | " + " | ".join(f"{mean[c]:.1f}" for c in cols[1:])
                + f" | {statistics.fmean(r[1] for r in rows):.1f} | {statistics.fmean(r[2] for r in rows):.1f} | |")
     gain = mean["per seed, by validation"] - mean["best plan"]
-    out += ["", f"Choosing per test seed by foreseen validation accuracy gains {gain:+.2f} points over the best plan per "
-            f"problem (test seeds {', '.join(map(str, seeds))}); by test accuracy itself "
-            f"{mean['per seed, by test'] - mean['best plan']:+.2f}."]
+    by_test = mean["per seed, by test"] - mean["best plan"]
+    out += ["", (f"Choosing per test seed by foreseen validation accuracy gains {gain:+.2f} points over the best plan "
+                 f"per problem (test seeds {', '.join(map(str, seeds))}); by test accuracy itself {by_test:+.2f}.")]
     return "\n".join(out)
 
 
