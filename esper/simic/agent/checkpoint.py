@@ -155,7 +155,11 @@ def restore_agent(
         )
     for k in ARCH_FIELDS:
         if cfg[k] != getattr(agent, k):
-            raise ValueError(f"checkpoint {path} has {k}={cfg[k]!r} but the agent has {k}={getattr(agent, k)!r}")
+            raise ValueError(
+                f"checkpoint {path} has {k}={cfg[k]!r} but this run's agent has {k}={getattr(agent, k)!r}: it was "
+                "trained with other settings (--features, --recurrent, --factored, the host or the suite); run with "
+                "those, or train a new agent"
+            )
     try:
         agent.config = stored_config(cfg)
     except (ValueError, TypeError) as e:
