@@ -65,9 +65,9 @@ bench-learning: $(STAMP)
 # (nothing was chosen on them). The policy reads the run and its data (--features run-data) and trains on 2,880
 # episodes in groups of four on one task seed, each compared with its siblings (--group-baseline), 8 per update at a
 # rate of 1e-3: settings chosen on the tune problems (lab notebook, "Enough episodes to tell problems apart").
-# The training takes about an hour on a 2-core AMD EPYC; the MaskablePPO peer at the same budget takes several more
-# (BENCH_SUITE_FLAGS=--no-peer leaves it out, and a later --resume adds it). Run again with
-# BENCH_SUITE_FLAGS=--resume to continue a cut run.
+# PPO's trainings take about an hour on a 2-core AMD EPYC, the MaskablePPO peer's at the same budget about as long
+# again: about 2 h 10 min in all (BENCH_SUITE_FLAGS=--no-peer leaves the peer out, and a later --resume adds it).
+# Run again with BENCH_SUITE_FLAGS=--resume to continue a cut run.
 BENCH_SUITE_FLAGS ?=
 bench-suite: $(STAMP) sb3-installed
 	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --suite heldout --train-suite train --curve-suite tune \
