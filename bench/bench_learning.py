@@ -90,8 +90,7 @@ DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwis
                      "concurrent:conv_heavy,depthwise", "concurrent:conv_heavy,conv_small")
 #: Decisions counted per episode in lifecycle.png (keys of the history's `action_counts`).
 LIFECYCLE_OPS = ("GERMINATE", "PRUNE", "FOSSILIZE", "ADVANCE")
-MIN_EXPLAINED_VARIANCE = 0.3
-COLLAPSED_ENTROPY = 0.01  # nats: a head whose mean entropy falls below this has stopped exploring
+from esper.simic.trainers.suite_benchmark import COLLAPSED_ENTROPY, MIN_EXPLAINED_VARIANCE  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------------- arguments

@@ -323,7 +323,8 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     summary = sb.suite_summary(suite, rows, oracle, rule, list(args.train_seeds), list(test))
     seeds = [seed_summary(t, [r for r in ppo_rows if r["run_seed"] == t["train_seed"] and r["seed"] in test])
              for t in trained]
-    targets = sb.suite_targets(summary, {s["train_seed"]: s["explained_variance_last_quarter"] for s in seeds})
+    targets = sb.suite_targets(summary, {s["train_seed"]: s["explained_variance_last_quarter"] for s in seeds},
+                               {s["train_seed"]: min(s["min_head_entropy"].values(), default=None) for s in seeds})
     table = sb.markdown_report(summary, targets, title, notes)
     config["wall_seconds"] = time.perf_counter() - t0
     print()

@@ -69,7 +69,8 @@ def test_the_table_has_a_row_per_problem_read_from_the_episodes(run):
         assert "MaskablePPO: skipped (sb3-contrib is not installed" in res["table"]
     assert [t["target"].split(" (")[0] for t in res["targets"]][3:] == [
         "PPO >= its open-loop replay + 1", "PPO >= MaskablePPO",
-        "explained variance >= 0.3 over the last quarter, every run seed"]
+        "explained variance >= 0.3 over the last quarter, every run seed",
+        f"no head's entropy below 0.01 on a run seed that ends at or below {s['rule']}"]
 
 
 def test_the_open_loop_replay_plays_the_policys_most_frequent_tune_plan(run):
