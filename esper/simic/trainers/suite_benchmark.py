@@ -317,9 +317,10 @@ def plot_plans(
     from matplotlib.patches import Rectangle
 
     problems = [r["problem"] for r in summary["problems"]]
-    plans = list(
-        dict.fromkeys([c for p in problems for c in shares[p]] + [r["oracle_plan"] for r in summary["problems"]])
-    )
+    # columns in problem order, each problem's plans most played first (ties by name): the same episodes in any order
+    # (the pool finishes them as it may) draw the same figure
+    played = [c for p in problems for c in sorted(shares[p], key=lambda c: (-shares[p][c], c))]
+    plans = list(dict.fromkeys(played + [r["oracle_plan"] for r in summary["problems"]]))
     grid = [[shares[p][c] / max(sum(shares[p].values()), 1) for c in plans] for p in problems]
     label = max(len(c) for c in plans)  # the plans' names stand rotated under the grid
     fig, ax = plt.subplots(figsize=(max(6, 0.4 * len(plans) + 4), 0.35 * len(problems) + 0.09 * label + 1.5))
