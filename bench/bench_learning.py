@@ -48,6 +48,7 @@ from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem
 from esper.simic.envs.rewards import RewardConfig
 from esper.simic.trainers.run_settings import RunSettings
 from esper.simic.trainers.schedules import episode_seed
+from esper.simic.trainers.suite_benchmark import COLLAPSED_ENTROPY, MIN_EXPLAINED_VARIANCE
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
@@ -90,7 +91,6 @@ DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwis
                      "concurrent:conv_heavy,depthwise", "concurrent:conv_heavy,conv_small")
 #: Decisions counted per episode in lifecycle.png (keys of the history's `action_counts`).
 LIFECYCLE_OPS = ("GERMINATE", "PRUNE", "FOSSILIZE", "ADVANCE")
-from esper.simic.trainers.suite_benchmark import COLLAPSED_ENTROPY, MIN_EXPLAINED_VARIANCE  # noqa: E402
 
 
 # ----------------------------------------------------------------------------------------------- arguments

@@ -149,7 +149,10 @@ def main(argv=None):
         ap.error(f"--out: {args.out} already exists; pass --overwrite to replace it")
     if args.out is not None and not args.out.parent.is_dir():
         ap.error(f"--out: no folder {args.out.parent}")
-    results = measure(args.plans, args.repeats, args.max_epochs, args.max_batches)
+    try:
+        results = measure(args.plans, args.repeats, args.max_epochs, args.max_batches)
+    except ValueError as e:  # a plan the host cannot play (a slot it does not have)
+        ap.error(f"--plans: {e}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); mnist1d episodes of {args.max_epochs} "
           f"epochs x {args.max_batches} batches; medians of {args.repeats} alternated repeats, CPU seconds")
     print(report(results))

@@ -24,7 +24,9 @@ def results():
            ep("ppo", 7, 56.0, 56.0, run_seed=0, plan="plan:A"), ep("ppo", 8, 57.0, 57.0, run_seed=0, plan="plan:B"),
            ep("open-loop", 7, 60.0, 59.0, run_seed=0, plan="plan:A"),
            ep("open-loop", 8, 50.0, 52.0, run_seed=0, plan="plan:A")]
-    return {"summary": {"test_seeds": SEEDS, "problems": [{"problem": "p"}]}, "episodes": eps}
+    # the summary's PPO and open-loop means are the benchmark's (here those of the episodes above)
+    return {"summary": {"test_seeds": SEEDS, "problems": [{"problem": "p", "ppo": 56.5, "open-loop": 55.0}]},
+            "episodes": eps}
 
 
 def test_bounds():
@@ -50,7 +52,15 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
             ah.main(argv)
         err = capsys.readouterr().err
         assert e.value.code == 2 and says in err and err.count("\n") == 1, err
-    bad.write_text(json.dumps({"summary": {"test_seeds": [1], "problems": [{"problem": "q"}]}, "episodes": []}))
+    bad.write_text(json.dumps({"summary": {"test_seeds": [1], "problems": [{"problem": "q", "ppo": 1, "open-loop": 1}]},
+                              "episodes": []}))
     with pytest.raises(SystemExit):
         ah.main([str(bad)])
     assert "no fixed plan played on every test seed" in capsys.readouterr().err
+    bad.write_text(json.dumps({"summary": {"test_seeds": [1], "problems": [{"problem": "q"}]},
+                              "episodes": [{"controller": "plan:A", "problem": "q", "seed": 1, "key": "v|plan:A|1",
+                                            "test_accuracy": 5.0, "val_accuracy": 5.0}]}))
+    with pytest.raises(SystemExit):
+        ah.main([str(bad)])  # a summary without PPO's means
+    err = capsys.readouterr().err
+    assert "lack a field" in err and err.count("\n") == 1, err

@@ -33,6 +33,8 @@ def test_the_bare_network_grows_the_plans_seeds(tmp_path):
 
 @pytest.mark.parametrize("argv, says", [(["--plans", "conv_heavy@block1"], "--plans"),
                                         (["--plans", "norm@block1/1"], "not on the suites"),
+                                        (["--plans", "conv_heavy@block9/1", "--max-epochs", "2", "--max-batches", "1"],
+                                         "no slot 'block9'"),
                                         (["--out", "exists.json"], "already exists"),
                                         (["--out", "nowhere/x.json"], "no folder")])
 def test_bad_arguments_are_one_line(argv, says, tmp_path, monkeypatch, capsys):
