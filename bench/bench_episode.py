@@ -34,13 +34,17 @@ from esper.tasks import get_task
 from esper.tolaria.trainer import make_sgd
 from esper.leyline.files import write_json_atomic
 
-# category -> (file suffix, function name(s)[, caller file suffix, caller function(s)]): cumulative time of those
-# functions (none calls another), optionally only what they spent when called from the given callers.
+# category -> (file suffix, function name(s)[, caller file suffix, caller function(s)]), or a list of them: cumulative
+# time of those functions (none calls another), optionally only what they spent when called from the given callers.
+# Where the optimizers are stepped in one call (`step_optimizers`, `clear_grads`) that call is counted; the
+# optimizer's own step only when `train_step` calls it, as it did before those functions existed.
 PARTS = {
     "host forward": ("torch/nn/modules/module.py", "_wrapped_call_impl", "esper/tolaria/trainer.py", "train_step"),
     "backward": ("torch/_tensor.py", "backward"),
-    "optimizer steps": ("torch/optim/optimizer.py", "wrapper", "esper/tolaria/trainer.py", "train_step"),
-    "zero_grad": ("torch/optim/optimizer.py", "zero_grad"),
+    "optimizer steps": [("torch/optim/optimizer.py", "wrapper", "esper/tolaria/trainer.py", "train_step"),
+                        ("esper/tolaria/trainer.py", "step_optimizers")],
+    "zero_grad": [("torch/optim/optimizer.py", "zero_grad"),  # (also when clear_grads calls it: not for plain SGDs)
+                  ("esper/tolaria/trainer.py", "clear_grads")],
     "gradient statistics": ("esper/tamiyo/episode_parts.py", "__call__"),
     # every validation pass: each epoch's (which also measures the counterfactuals, in branches), the test split's
     "validation and counterfactuals": ("esper/kasmina/evaluation.py", ("validate", "validate_with_counterfactuals")),
@@ -62,13 +66,15 @@ def breakdown(prof: cProfile.Profile, total: float) -> dict[str, float]:
     "Seconds per category from a profile; 'data feeding' is the time spent producing batches, 'other' the rest."
     st = pstats.Stats(prof).stats  # (file, line, func) -> (cc, nc, tt, ct, callers)
     out = {}
-    for part, spec in PARTS.items():
-        keys = _find(st, spec[0], spec[1])
-        if len(spec) == 2: out[part] = sum(st[k][3] for k in keys)
-        else:
-            names = spec[3] if isinstance(spec[3], tuple) else (spec[3],)
-            callers = [c for name in names for c in _find(st, spec[2], name)]
-            out[part] = sum(st[k][4].get(c, (0, 0, 0, 0))[3] for k in keys for c in callers)
+    for part, specs in PARTS.items():
+        out[part] = 0.0
+        for spec in specs if isinstance(specs, list) else [specs]:
+            keys = _find(st, spec[0], spec[1])
+            if len(spec) == 2: out[part] += sum(st[k][3] for k in keys)
+            else:
+                names = spec[3] if isinstance(spec[3], tuple) else (spec[3],)
+                callers = [c for name in names for c in _find(st, spec[2], name)]
+                out[part] += sum(st[k][4].get(c, (0, 0, 0, 0))[3] for k in keys for c in callers)
     # data feeding: producing batches (TensorBatches.__iter__ or DataLoader.__next__); the few validation batches
     # are counted here and in "validation and counterfactuals" alike
     feed = _find(st, "esper/tasks/registry.py", "__iter__") + _find(st, "torch/utils/data/dataloader.py", "__next__")
