@@ -16,13 +16,17 @@ seeded on its own, so the order changes no result.
 Written under --out: results.json (config with commit, machine and versions; the headroom report; the summary; the
 targets; every episode), table.md, paired.png, scatter.png, plans.png, learning_curves.png; seed<k>/ per run seed
 (checkpoint, history, and episodes.jsonl: its evaluation episodes); plays.jsonl, every rule's episode (a cache:
---resume and --overwrite keep it). `make bench-suite`, or in seconds on the `tiny` suite:
+--resume and --overwrite keep it); parts.jsonl, one line per invocation that worked on these results (its start,
+seconds, commit, flags and how it ended: complete, stopped or failed), also written when one is stopped; a
+--resume adds to it, anything else starts it again. results.json's config lists the parts and their seconds in all.
+`make bench-suite`, or in seconds on the `tiny` suite:
     python bench/bench_learning.py --suite tiny --train-suite tiny --curve-suite tiny --run-seeds 0 --episodes 4 \\
         --n-envs 2 --tune-seeds 1000 --test-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --out /tmp/bs
 """
 import argparse
 import hashlib
 import importlib.util
+import json
 import statistics
 import threading
 import time
@@ -36,7 +40,7 @@ import torch
 
 import esper
 from bench_learning import SUITE_FILES, make_setup, png, run_config, seed_summary, train_job
-from esper.leyline.files import json_text, write_files_atomic
+from esper.leyline.files import json_text, write_files_atomic, write_text_atomic
 from esper.simic.envs.env import load_ppo_controller
 from esper.simic.envs.parallel_env_state import EpisodeSpec
 from esper.simic.trainers.vectorized import problem_slots
@@ -50,6 +54,27 @@ from stoppable_pool import stoppable_pool, stops_in_one_line
 #: Why the peer did not run, or None where sb3-contrib can be imported.
 MASKABLE_SKIP = (None if importlib.util.find_spec("sb3_contrib") else
                  "MaskablePPO: skipped (sb3-contrib is not installed; `make bench-sb3` installs it).")
+
+
+#: One line per invocation that worked on the results in --out (see the module's docstring).
+PARTS_FILE = "parts.jsonl"
+
+
+def earlier_parts(out: Path, resume: bool) -> list[dict]:
+    "The parts that earlier invocations recorded in `out`, when this one continues them (--resume); else none."
+    path = out / PARTS_FILE
+    if not resume or not path.exists():
+        return []
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as e:
+        print(f"bench_learning.py: note: {path} could not be read ({e}); it will list this invocation only",
+              flush=True)
+        return []
+
+
+def parts_text(parts: list[dict]) -> str:
+    return "".join(json.dumps(p) + "\n" for p in parts)
 
 
 def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -309,12 +334,26 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     cache = PlayCache(Path(args.out) / "plays.jsonl")
     tune, test = tuple(args.tune_seeds), tuple(args.eval_seeds)
     kept = f"the checkpoints and episodes in {args.out} are kept: run the same command with --resume to continue"
-    with stops_in_one_line("bench_learning.py", kept):
-        if args.workers == 1:
-            played = play_all(_InProcess(), None, args, setup, cache, progress)
-        else:
-            with stoppable_pool(args.workers) as pool:
-                played = play_all(pool, pool, args, setup, cache, progress)
+    parts = earlier_parts(Path(args.out), args.resume)
+
+    def this_part(ended: str) -> dict:
+        return {"started": started, "wall_seconds": round(time.perf_counter() - t0, 1),
+                "git_commit": config.get("git_commit"), "argv": config["argv"], "ended": ended}
+
+    try:
+        with stops_in_one_line("bench_learning.py", kept):
+            if args.workers == 1:
+                played = play_all(_InProcess(), None, args, setup, cache, progress)
+            else:
+                with stoppable_pool(args.workers) as pool:
+                    played = play_all(pool, pool, args, setup, cache, progress)
+    except BaseException as e:  # a stop or a failure: the part it ran is recorded all the same
+        ended = "stopped" if isinstance(e, (SystemExit, KeyboardInterrupt)) else "failed"
+        try:
+            write_text_atomic(Path(args.out) / PARTS_FILE, parts_text(parts + [this_part(ended)]))
+        except OSError:
+            pass  # the stop's own line, or the failure, says what matters
+        raise
     headroom, oracle, rule, rows = played["headroom"], played["oracle"], played["rule"], played["rows"]
     trained, ppo_rows, skipped = played["trained"], played["ppo_rows"], played["skipped"]
     notes = (skipped,) if skipped else ()
@@ -327,6 +366,8 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
                                {s["train_seed"]: min(s["min_head_entropy"].values(), default=None) for s in seeds})
     table = sb.markdown_report(summary, targets, title, notes)
     config["wall_seconds"] = time.perf_counter() - t0
+    config["parts"] = parts = parts + [this_part("complete")]
+    config["wall_seconds_all_parts"] = round(sum(p["wall_seconds"] for p in parts), 1)
     print()
     print(table, flush=True)
     shares = sb.plan_shares([r for r in ppo_rows if r["seed"] in test], suite.names)
@@ -336,6 +377,7 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
                                    "episodes": rows + [r for r in ppo_rows if r["seed"] in tune] + searched,
                                    "table": table}),
         "table.md": table,
+        PARTS_FILE: parts_text(parts),
         "paired.png": png(sb.plot_paired(summary)),
         "scatter.png": png(sb.plot_scatter(summary)),
         "plans.png": png(sb.plot_plans(summary, shares)),
@@ -347,7 +389,8 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     except OSError as e:
         print(f"bench_learning.py: error: {e} (the table above was not saved; {kept})")
         return 1
-    print(f"wrote {args.out / 'results.json'}, {', '.join(SUITE_FILES[1:])} ({config['wall_seconds']:.0f} s in all)")
+    print(f"wrote {args.out / 'results.json'}, {', '.join(SUITE_FILES[1:])}, {PARTS_FILE} "
+          f"({config['wall_seconds']:.0f} s; {config['wall_seconds_all_parts']:.0f} s in {len(parts)} part(s))")
     return 0
 
 

@@ -96,6 +96,31 @@ def test_an_earlier_out_is_refused_and_resume_plays_nothing_again(run, capsys):
     assert (out / "plays.jsonl").read_text() == plays and (out / "seed0" / "episodes.jsonl").read_text() == ppo
     again = json.loads((out / "results.json").read_text())
     assert again["summary"]["means"] == res["summary"]["means"]
+    first, parts = res["config"]["parts"], again["config"]["parts"]  # the resume is a second part of the same results
+    assert len(first) == 1 and parts[0] == first[0] and len(parts) == 2
+    assert [p["ended"] for p in parts] == ["complete", "complete"] and parts[1]["argv"][-1] == "--resume"
+    assert again["config"]["wall_seconds_all_parts"] == pytest.approx(sum(p["wall_seconds"] for p in parts), abs=0.2)
+    assert [json.loads(line) for line in (out / "parts.jsonl").read_text().splitlines()] == parts
+
+
+def test_a_stopped_invocation_is_recorded_as_a_part(tmp_path, monkeypatch, capsys):
+    bench = _bench()
+    import bench_suite
+
+    def stop(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench_suite, "play_all", stop)
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit):
+        bench.main([*FLAGS, "--out", str(out)])
+    assert "interrupted" in capsys.readouterr().err
+    parts = [json.loads(line) for line in (out / "parts.jsonl").read_text().splitlines()]
+    assert len(parts) == 1 and parts[0]["ended"] == "stopped" and parts[0]["wall_seconds"] >= 0
+    assert not (out / "results.json").exists()
+    with pytest.raises(SystemExit):  # a --resume keeps the stopped part and adds its own
+        bench.main([*FLAGS, "--out", str(out), "--resume"])
+    assert [json.loads(line)["ended"] for line in (out / "parts.jsonl").read_text().splitlines()] == ["stopped"] * 2
 
 
 def test_one_pool_of_two_workers_plays_the_same_episodes(run, tmp_path):
