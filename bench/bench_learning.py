@@ -5,7 +5,9 @@ each policy is evaluated greedily on the curve seeds every --eval-every episodes
 every policy, and every baseline, plays one episode on each held-out evaluation seed. Written under --out:
 results.json (config, every episode, the summary and the targets), table.md, learning_curves.png, lifecycle.png,
 and seed<k>/agent.pt plus seed<k>/history.json per training seed (with --keep-policies also seed<k>/policies/, the
-policy of every learning-curve evaluation, which bench/choose_policy.py chooses among on validation task seeds).
+policy of every learning-curve evaluation, which bench/choose_policy.py chooses among on validation task seeds),
+and parts.jsonl: one line per invocation on these results (start, seconds, commit, flags; complete, stopped or
+failed), kept and added to by --resume; results.json's config lists the parts and their seconds in all.
 
 Usage, from the project root: `make bench-learning` (short preset) or `make bench-learning-full`, i.e.
     OMP_NUM_THREADS=1 .venv/bin/python bench/bench_learning.py --preset short
@@ -33,12 +35,13 @@ from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED, wait
 from datetime import datetime, timezone
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from esper.cli import OneLineParser, earlier_results, nonneg_int, positive_float, positive_int, seed_int, seed_span_error
-from esper.leyline.files import figure_bytes, json_text, write_files_atomic, write_json_atomic
+from esper.leyline.files import figure_bytes, json_text, write_files_atomic, write_json_atomic, write_text_atomic
 from esper.simic.agent.checkpoint import read_checkpoint
 from esper.cli.compare import make_controller
 from esper.leyline.stats import mean_ci95
@@ -753,6 +756,49 @@ def make_setup(args: argparse.Namespace) -> dict[str, Any]:
             **({"train_suite": args.train_suite, "curve_suite": args.curve_suite} if args.suite else {})}
 
 
+#: One line per invocation that worked on the results in --out (see the module's docstring).
+PARTS_FILE = "parts.jsonl"
+
+
+def earlier_parts(out: Path, resume: bool) -> list[dict]:
+    "The parts that earlier invocations recorded in `out`, when this one continues them (--resume); else none."
+    path = out / PARTS_FILE
+    if not resume or not path.exists():
+        return []
+    try:
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as e:
+        print(f"bench_learning.py: note: {path} could not be read ({e}); it will list this invocation only",
+              flush=True)
+        return []
+
+
+def parts_text(parts: list[dict]) -> str:
+    "parts.jsonl's text: one JSON line per part."
+    return "".join(json.dumps(p) + "\n" for p in parts)
+
+
+def part_of(started: str, t0: float, config: dict[str, Any]) -> Callable[[str], dict]:
+    "This invocation's part, ended as given (complete, stopped or failed): its start, seconds so far, commit and flags."
+    return lambda ended: {"started": started, "wall_seconds": round(time.perf_counter() - t0, 1),
+                          "git_commit": config.get("git_commit"), "argv": config["argv"], "ended": ended}
+
+
+def run_as_part(out: Path, parts: list[dict], part: Callable[[str], dict], kept: str, body: Callable[[], Any]) -> Any:
+    """`body()`, where Ctrl-C or SIGTERM ends the script in one line (`kept` says what stays); a stop or a failure
+    first adds the part it ran to `out`'s parts.jsonl."""
+    try:
+        with stops_in_one_line("bench_learning.py", kept):
+            return body()
+    except BaseException as e:
+        ended = "stopped" if isinstance(e, (SystemExit, KeyboardInterrupt)) else "failed"
+        try:
+            write_text_atomic(out / PARTS_FILE, parts_text(parts + [part(ended)]))
+        except OSError:
+            pass  # the stop's own line, or the failure, says what matters
+        raise
+
+
 def run_config(args: argparse.Namespace, setup: dict[str, Any], started: str, argv: list[str]|None) -> dict[str, Any]:
     "results.json's config: the settings, the seeds, and the commit, machine and versions that produced it."
     return {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
@@ -787,8 +833,9 @@ def main(argv: list[str]|None=None) -> int:
     print(f"learning benchmark, preset {args.preset}: {title}; {args.workers} workers -> {args.out}", flush=True)
 
     kept = f"the training checkpoints in {args.out} are kept: run the same command with --resume to continue"
-    with stops_in_one_line("bench_learning.py", kept):  # Ctrl-C or SIGTERM: the checkpoints written stay valid
-        trained, rows = run_jobs(args, setup)
+    parts, this_part = earlier_parts(args.out, args.resume), part_of(started, t0, config)
+    # Ctrl-C or SIGTERM: the checkpoints written stay valid, and the part is recorded
+    trained, rows = run_as_part(args.out, parts, this_part, kept, lambda: run_jobs(args, setup))
     ppo_rows = {k: [r for r in rows if r["controller"] == "ppo" and r["train_seed"] == k] for k in args.train_seeds}
     seeds = [seed_summary(t, ppo_rows[t["train_seed"]]) for t in trained]
     summary = {}
@@ -804,6 +851,8 @@ def main(argv: list[str]|None=None) -> int:
     note = f"{args.preset} preset" + (f"; flags changed it ({changed}): indicative only" if changed else "")
     table = markdown_report(title, summary, seeds, targets, note)
     config["wall_seconds"] = time.perf_counter() - t0
+    config["parts"] = parts = parts + [this_part("complete")]
+    config["wall_seconds_all_parts"] = round(sum(p["wall_seconds"] for p in parts), 1)
 
     print()
     print(table, flush=True)  # on the screen first: a folder that cannot take the results loses nothing shown
@@ -814,14 +863,15 @@ def main(argv: list[str]|None=None) -> int:
         "table.md": table,
         "learning_curves.png": png(plot_learning_curves(seeds, summary, title)),
         "lifecycle.png": png(plot_lifecycle(seeds, histories, f"lifecycle decisions during training ({title})")),
+        PARTS_FILE: parts_text(parts),
     }
     try:
         write_files_atomic(args.out, files, stale=RESULT_FILES)
     except OSError as e:
         print(f"bench_learning.py: error: {e} (the table above was not saved; {kept})", file=sys.stderr)
         return 1
-    print(f"wrote {args.out / 'results.json'}, table.md, learning_curves.png, lifecycle.png "
-          f"({config['wall_seconds']:.0f} s in all)")
+    print(f"wrote {args.out / 'results.json'}, table.md, learning_curves.png, lifecycle.png, {PARTS_FILE} "
+          f"({config['wall_seconds']:.0f} s; {config['wall_seconds_all_parts']:.0f} s in {len(parts)} part(s))")
     return 0
 
 

@@ -26,7 +26,6 @@ seconds, commit, flags and how it ended: complete, stopped or failed), also writ
 import argparse
 import hashlib
 import importlib.util
-import json
 import statistics
 import threading
 import time
@@ -39,8 +38,9 @@ from typing import Any
 import torch
 
 import esper
-from bench_learning import SUITE_FILES, make_setup, png, run_config, seed_summary, train_job
-from esper.leyline.files import json_text, write_files_atomic, write_text_atomic
+from bench_learning import (PARTS_FILE, SUITE_FILES, earlier_parts, make_setup, part_of, parts_text, png,
+                            run_as_part, run_config, seed_summary, train_job)
+from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
 from esper.simic.envs.parallel_env_state import EpisodeSpec
 from esper.simic.trainers.vectorized import problem_slots
@@ -49,32 +49,11 @@ from esper.simic.trainers import suite_benchmark as sb
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
 from esper.tamiyo.problems import SUITES, get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
-from stoppable_pool import stoppable_pool, stops_in_one_line
+from stoppable_pool import stoppable_pool
 
 #: Why the peer did not run, or None where sb3-contrib can be imported.
 MASKABLE_SKIP = (None if importlib.util.find_spec("sb3_contrib") else
                  "MaskablePPO: skipped (sb3-contrib is not installed; `make bench-sb3` installs it).")
-
-
-#: One line per invocation that worked on the results in --out (see the module's docstring).
-PARTS_FILE = "parts.jsonl"
-
-
-def earlier_parts(out: Path, resume: bool) -> list[dict]:
-    "The parts that earlier invocations recorded in `out`, when this one continues them (--resume); else none."
-    path = out / PARTS_FILE
-    if not resume or not path.exists():
-        return []
-    try:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except (OSError, ValueError) as e:
-        print(f"bench_learning.py: note: {path} could not be read ({e}); it will list this invocation only",
-              flush=True)
-        return []
-
-
-def parts_text(parts: list[dict]) -> str:
-    return "".join(json.dumps(p) + "\n" for p in parts)
 
 
 def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -335,25 +314,15 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     tune, test = tuple(args.tune_seeds), tuple(args.eval_seeds)
     kept = f"the checkpoints and episodes in {args.out} are kept: run the same command with --resume to continue"
     parts = earlier_parts(Path(args.out), args.resume)
+    this_part = part_of(started, t0, config)
 
-    def this_part(ended: str) -> dict:
-        return {"started": started, "wall_seconds": round(time.perf_counter() - t0, 1),
-                "git_commit": config.get("git_commit"), "argv": config["argv"], "ended": ended}
+    def body():
+        if args.workers == 1:
+            return play_all(_InProcess(), None, args, setup, cache, progress)
+        with stoppable_pool(args.workers) as pool:
+            return play_all(pool, pool, args, setup, cache, progress)
 
-    try:
-        with stops_in_one_line("bench_learning.py", kept):
-            if args.workers == 1:
-                played = play_all(_InProcess(), None, args, setup, cache, progress)
-            else:
-                with stoppable_pool(args.workers) as pool:
-                    played = play_all(pool, pool, args, setup, cache, progress)
-    except BaseException as e:  # a stop or a failure: the part it ran is recorded all the same
-        ended = "stopped" if isinstance(e, (SystemExit, KeyboardInterrupt)) else "failed"
-        try:
-            write_text_atomic(Path(args.out) / PARTS_FILE, parts_text(parts + [this_part(ended)]))
-        except OSError:
-            pass  # the stop's own line, or the failure, says what matters
-        raise
+    played = run_as_part(Path(args.out), parts, this_part, kept, body)
     headroom, oracle, rule, rows = played["headroom"], played["oracle"], played["rule"], played["rows"]
     trained, ppo_rows, skipped = played["trained"], played["ppo_rows"], played["skipped"]
     notes = (skipped,) if skipped else ()

@@ -26,6 +26,9 @@ def test_tiny_benchmark_writes_every_result(tmp_path, run_bench):
     assert p.returncode == 0, p.stdout + p.stderr
     res = json.loads((out / "results.json").read_text())
     assert res["config"]["overrides"]["lr"] == 0.002 and "lr=0.002, gae_lambda=0.9" in res["table"]  # a tuning run
+    parts = [json.loads(line) for line in (out / "parts.jsonl").read_text().splitlines()]
+    assert parts == res["config"]["parts"] and [p["ended"] for p in parts] == ["complete"]
+    assert res["config"]["wall_seconds_all_parts"] == parts[0]["wall_seconds"] > 0
     agent = load_ppo_controller(str(out / "seed0" / "agent.pt")).agent  # says so, and trains with them
     assert (agent.config.lr, agent.config.gae_lambda) == (0.002, 0.9)
     assert (agent.config.lr_end, agent.config.lr_anneal_steps) == (0.001, 2)  # 4 episodes of 2 envs: 2 updates
@@ -115,6 +118,8 @@ def test_sigterm_stops_every_worker_in_one_line_and_keeps_the_checkpoint(tmp_pat
     line = f"bench_learning.py: terminated; the training checkpoints in {out} are kept: run the same command with "
     assert err.strip().splitlines() == [line + "--resume to continue"]
     assert not [w for w in workers if _runs(w)]  # none orphaned: they were stopped before the parent returned
+    parts = [json.loads(line) for line in (out / "parts.jsonl").read_text().splitlines()]
+    assert [p["ended"] for p in parts] == ["stopped"] and parts[0]["argv"][-2:] == ["--out", str(out)]
     load_ppo_controller(str(out / "seed0" / "agent.pt"))  # the last checkpoint is a whole one
 
 
