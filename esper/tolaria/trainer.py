@@ -59,7 +59,7 @@ def _plain_sgd(opt: torch.optim.Optimizer) -> bool:
 
 
 def clear_grads(optimizers: Iterable[torch.optim.Optimizer]) -> None:
-    "Set every parameter's gradient to None: `zero_grad(set_to_none=True)`, without its per-call overhead for plain SGDs."
+    "Set every parameter's gradient to None: `zero_grad(set_to_none=True)`, without its overhead for plain SGDs."
     for opt in optimizers:
         if not _plain_sgd(opt):
             opt.zero_grad(set_to_none=True)
