@@ -40,7 +40,8 @@ from typing import Any
 
 import torch
 
-from esper.cli import OneLineParser, earlier_results, nonneg_int, positive_float, positive_int, seed_int, seed_span_error
+from esper.cli import (OneLineParser, earlier_results, nonneg_int, positive_float, positive_int, seed_int,
+                       seed_span_error)
 from esper.leyline.files import figure_bytes, json_text, write_files_atomic, write_json_atomic, write_text_atomic
 from esper.simic.agent.checkpoint import read_checkpoint
 from esper.cli.compare import make_controller
@@ -296,7 +297,8 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
         args.schedules = [schedule_name(s) for s in args.schedules]
     except ValueError as e:
         ap.error(f"--schedules: {e}")
-    try:  # the results are written after the runs: make sure they can be, once the arguments hold, before any work starts
+    # the results are written after the runs: make sure they can be, once the arguments hold, before any work starts
+    try:
         args.out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=args.out): pass
     except OSError as e:
@@ -463,7 +465,7 @@ def ppo_eval_job(train_seed: int, checkpoint: str, eval_seed: int, setup: dict[s
 
 
 def make_baseline(name: str, eval_seed: int) -> Any:
-    "A baseline controller by name: static, random (seeded with the eval seed), heuristic, schedule:/concurrent:<a>+<b>."
+    "A baseline controller by name: static, random (seeded by the eval seed), heuristic, schedule:/concurrent:<a>+<b>."
     if name.startswith(("schedule:", "concurrent:")): return ScheduleTamiyo.from_name(name)
     return make_controller(name, seed=eval_seed)
 
@@ -602,7 +604,8 @@ def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], tar
                    f"| {r['params_in_all']:,.0f} | {r['params_added']:,.0f} |")
     out += ["", "CI: over per-training-seed means for ppo, over evaluation episodes for the others.", "",
             "| PPO seed | test acc % | params in all | params added | grown (most eval episodes) "
-            "| germinated / fossilized / pruned per episode | explained var (last quarter) | min head entropy | train s |",
+            "| germinated / fossilized / pruned per episode | explained var (last quarter) | min head entropy "
+            "| train s |",
             "|---|---|---|---|---|---|---|---|---|"]
     for s in seeds:
         ent = ", ".join(f"{k} {v:.2f}" for k, v in s["min_head_entropy"].items())

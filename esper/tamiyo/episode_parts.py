@@ -131,20 +131,29 @@ class EpisodeGradientStats:
             if st.stage in (SeedStage.TRAINING, SeedStage.BLENDING, SeedStage.HOLDING, SeedStage.FOSSILIZED)
         }
         self.groups["host"] = self.model.get_host_parameters()
-        self.sums: dict[str, torch.Tensor] = {}
+        self._watched = [p for ps in self.groups.values() for p in ps]  # every group's tensors, in group order
+        self._flat: torch.Tensor | None = None  # their norms, summed over the batches this hook saw
+        self.sums: dict[str, torch.Tensor] = {}  # per group, sums recorded from outside (`Episode.record_batches`)
         self.batches = 0
 
     def __call__(self, batch_idx: int) -> None:
-        for name, params in self.groups.items():  # one fused norm kernel per group, no host sync
-            norms = self.collector.norms(params, fill_missing=True)
-            self.sums[name] = self.sums[name] + norms if name in self.sums else norms
+        norms = self.collector.norms(self._watched, fill_missing=True)  # one fused norm kernel for all, no host sync
+        self._flat = norms if self._flat is None else self._flat + norms
         self.batches += 1
+
+    def group_sums(self) -> dict[str, torch.Tensor]:
+        "Per watched group, its tensors' gradient norms summed over the epoch's batches so far."
+        out = dict(self.sums)
+        if self._flat is not None:
+            for name, part in zip(self.groups, self._flat.split([len(ps) for ps in self.groups.values()])):
+                out[name] = out[name] + part if name in out else part
+        return out
 
     def results(self) -> dict[str, SeedGradientStats]:
         "Per watched group: gradient_norm, gradient_health, has_vanishing, has_exploding (one host sync per group)."
         return {
             name: materialize_grad_stats(self.collector.stats_from_norms(s / max(self.batches, 1)))
-            for name, s in self.sums.items()
+            for name, s in self.group_sums().items()
         }
 
 # %% ../../nbs/tamiyo/01a_episode_parts.ipynb #b83c47f2
