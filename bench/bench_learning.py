@@ -32,10 +32,10 @@ import tempfile
 import textwrap
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, wait
 from datetime import datetime, timezone
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 import torch
