@@ -8,11 +8,17 @@ The two paths alternate, --repeats times each, and the best of each is kept (the
     OMP_NUM_THREADS=1 python bench/bench_population.py                       # CPU: 8 envs
     python bench/bench_population.py --device cuda --envs 8 64 256          # a GPU box
 
-Prints one row per K with the device name, and writes --out (JSON) when given. With --count-ops it first counts
+Prints one row per K with the device name, and writes --out (JSON) when given; `--envs` with no K leaves the
+trainer out. With --count-ops it first counts
 the ATen operators each path dispatches, views left out (on a GPU about one kernel launch each, which is what tiny hosts are bound
 by), so the work a GPU would see can be compared on any machine. With --group-sizes it first
 measures what one stacked step costs against the env-by-env step, per group size (every env holding one incubating
 `conv_heavy` seed, so all share one architecture): the figures behind `MIN_GROUP` in `esper.simic.envs.population`.
+With --profile K it profiles one epoch of K such envs trained as one population (`torch.profiler`, the GPU's
+kernels too on CUDA) and prints the operators that took the most time: where a stacked step's time goes, in a
+few seconds, on a device whose time is short. For example, on a GPU box:
+
+    python bench/bench_population.py --device cuda --profile 8 64 --envs --out /tmp/pop_profile.json
 """
 import argparse
 import platform
@@ -109,9 +115,39 @@ def op_counts(k: int, device: str) -> dict:
     return out
 
 
+def profile_epoch(k: int, device: str, batches: int = 6, top: int = 15) -> dict:
+    """The operators of one population epoch of `k` same-architecture envs (after a warm-up epoch), by self time on
+    the device (CUDA) or on the CPU; with the epoch's wall milliseconds per env and batch, profiler included."""
+    from torch.profiler import ProfilerActivity, profile
+    from esper.simic.envs.population import run_epoch_population
+    envs = incubating_envs(k, EpisodeConfig(max_epochs=4, max_batches=batches), device)
+    step = partial(run_epoch_population, min_group=1)
+    step(envs, [None] * k)  # warm-up: the seed starts incubating, kernels are loaded
+    cuda = device.startswith("cuda")
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    if cuda: torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with profile(activities=activities) as prof:
+        step(envs, [None] * k)
+        if cuda: torch.cuda.synchronize()
+    ms = (time.perf_counter() - t0) * 1000 / (batches * k)
+    rows = []
+    for e in prof.key_averages():
+        dev = getattr(e, "self_device_time_total", None)
+        dev = getattr(e, "self_cuda_time_total", 0) if dev is None else dev
+        rows.append({"op": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1000,
+                     "self_device_ms": dev / 1000})
+    by = "self_device_ms" if cuda else "self_cpu_ms"
+    rows.sort(key=lambda r: -r[by])
+    return {"envs": k, "batches": batches, "ms_per_env_batch": ms, "sorted_by": by,
+            "self_cpu_ms_total": sum(r["self_cpu_ms"] for r in rows),
+            "self_device_ms_total": sum(r["self_device_ms"] for r in rows), "top": rows[:top]}
+
+
 def main(argv: list[str]|None=None) -> None:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="bench_population.py")
-    ap.add_argument("--envs", type=positive_int, nargs="+", default=[8], help="env counts K (default: 8)")
+    ap.add_argument("--envs", type=positive_int, nargs="*", default=[8],
+                    help="env counts K for the whole trainer; none: leave it out (default: 8)")
     ap.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: auto)")
     ap.add_argument("--max-epochs", type=positive_int, default=15, help="epochs per episode (default: 15)")
     ap.add_argument("--max-batches", type=nonneg_int, default=30, help="batches per epoch, 0 = all (default: 30)")
@@ -122,6 +158,8 @@ def main(argv: list[str]|None=None) -> None:
     ap.add_argument("--count-ops", type=positive_int, nargs="*", default=[], metavar="K",
                     help="count the ATen ops (about one GPU kernel launch each) per env and batch, and per env at "
                          "the end of an epoch, for K envs of one architecture, both paths (default: none)")
+    ap.add_argument("--profile", type=positive_int, nargs="*", default=[], metavar="K",
+                    help="profile one population epoch of K same-architecture envs, per K (default: none)")
     ap.add_argument("--out", default=None, help="JSON file for the results (default: none)")
     args = ap.parse_args(argv)
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 (got {args.max_epochs})")
@@ -152,7 +190,19 @@ def main(argv: list[str]|None=None) -> None:
         r = group_cost(g, str(device))
         print(f"{g:5d} {r['lockstep']:14.2f} {r['population']:11.2f} {r['stacked_over_plain']:15.2f}x", flush=True)
         groups.append(r)
-    print(f"{'envs':>5s} {'lockstep samples/s':>19s} {'population samples/s':>21s} {'ratio':>6s}", flush=True)
+    profiles = []
+    for k in args.profile:
+        r = profile_epoch(k, str(device))
+        total = r["self_device_ms_total"] if r["sorted_by"] == "self_device_ms" else r["self_cpu_ms_total"]
+        print(f"profile, {k} envs as one population: {r['ms_per_env_batch']:.2f} ms per env and batch (profiled); "
+              f"{r['self_cpu_ms_total']:.0f} ms on the CPU, {r['self_device_ms_total']:.0f} ms on the device",
+              flush=True)
+        for row in r["top"]:
+            print(f"  {row['op'][:48]:<48s} {row['calls']:6d} calls {row[r['sorted_by']]:9.1f} ms "
+                  f"{100 * row[r['sorted_by']] / max(total, 1e-9):5.1f}%", flush=True)
+        profiles.append(r)
+    if args.envs:
+        print(f"{'envs':>5s} {'lockstep samples/s':>19s} {'population samples/s':>21s} {'ratio':>6s}", flush=True)
     rows = []
     for k in args.envs:
         best = {False: None, True: None}
@@ -166,7 +216,7 @@ def main(argv: list[str]|None=None) -> None:
               flush=True)
         rows.append({"envs": k, "lockstep": best[False], "population": best[True], "ratio": ratio})
     if args.out:
-        write_json_atomic(args.out, {"device": name, "torch": torch.__version__, "argv": sys.argv[1:] if argv is None else argv, "rows": rows, "groups": groups, "ops": ops,
+        write_json_atomic(args.out, {"device": name, "torch": torch.__version__, "argv": sys.argv[1:] if argv is None else argv, "rows": rows, "groups": groups, "ops": ops, "profiles": profiles,
                                      "max_epochs": args.max_epochs, "max_batches": args.max_batches})
 
 
