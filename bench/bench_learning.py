@@ -769,11 +769,23 @@ def earlier_parts(out: Path, resume: bool) -> list[dict]:
     if not resume or not path.exists():
         return []
     try:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    except (OSError, ValueError) as e:
+        lines = [line for line in path.read_text().splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError) as e:
         print(f"bench_learning.py: note: {path} could not be read ({e}); it will list this invocation only",
               flush=True)
         return []
+    parts = []
+    for line in lines:  # a damaged line is left out; the others are kept
+        try:
+            part = json.loads(line)
+        except json.JSONDecodeError:
+            part = None
+        if isinstance(part, dict):
+            parts.append(part)
+    if len(parts) < len(lines):
+        print(f"bench_learning.py: note: {len(lines) - len(parts)} line(s) of {path} could not be read and are left "
+              "out", flush=True)
+    return parts
 
 
 def parts_text(parts: list[dict]) -> str:

@@ -121,6 +121,12 @@ def test_a_stopped_invocation_is_recorded_as_a_part(tmp_path, monkeypatch, capsy
     with pytest.raises(SystemExit):  # a --resume keeps the stopped part and adds its own
         bench.main([*FLAGS, "--out", str(out), "--resume"])
     assert [json.loads(line)["ended"] for line in (out / "parts.jsonl").read_text().splitlines()] == ["stopped"] * 2
+    with open(out / "parts.jsonl", "a") as f:
+        f.write("{not json\n")  # a damaged line: left out, with a note, and the other parts kept
+    with pytest.raises(SystemExit):
+        bench.main([*FLAGS, "--out", str(out), "--resume"])
+    assert "1 line(s)" in capsys.readouterr().out
+    assert [json.loads(line)["ended"] for line in (out / "parts.jsonl").read_text().splitlines()] == ["stopped"] * 3
 
 
 def test_one_pool_of_two_workers_plays_the_same_episodes(run, tmp_path):
