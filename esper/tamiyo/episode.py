@@ -401,7 +401,7 @@ def run_episode(
     task: Any,  # an `esper.tasks.Task`
     controller: Controller,  # decides after each epoch
     config: EpisodeConfig | None = None,  # how to train
-    seed: int = 0,  # seeds model init and shuffling
+    seed: int = 0,  # seeds model init; an in-memory task's loader keeps its own shuffling stream across episodes
     hub: Any = None,  # optional telemetry hub
     env_id: int = 0,  # environment id on events
     device: str | torch.device = "cpu",  # where to train
