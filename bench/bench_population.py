@@ -3,7 +3,8 @@
 Each measurement is one call of `train_ppo_vectorized` with K envs: K whole episodes (the `make run` episode setting
 by default: 15 epochs x 30 batches of 64) and one PPO update, the full lifecycle included (the policy germinates,
 advances, prunes as it likes). Samples are the training samples of every env's epochs; time is the whole call.
-The two paths alternate, --repeats times each, and the best of each is kept (the machine may be busy).
+The two paths alternate, --repeats times each, after one tiny untimed call of each (the process's one-time costs),
+and the best of each is kept (the machine may be busy).
 
     OMP_NUM_THREADS=1 python bench/bench_population.py                       # CPU: 8 envs
     python bench/bench_population.py --device cuda --envs 8 64 256          # a GPU box
@@ -54,6 +55,13 @@ def measure(k: int, population: bool, args: argparse.Namespace, device: str) -> 
     samples = k * args.max_epochs * args.batch_samples
     return {"envs": k, "population": population, "seconds": seconds, "samples_per_s": samples / seconds,
             "avg_accuracy": history[-1]["avg_accuracy"]}
+
+
+def warm_up(device: str) -> None:
+    "One tiny trainer call per path, untimed: the process's one-time costs (data, CUDA context, kernels) paid first."
+    for population in (False, True):
+        train_ppo_vectorized(n_episodes=2, n_envs=2, max_epochs=2, device=device,
+                             episode_config=EpisodeConfig(max_batches=1), population=population, seed=0)
 
 
 def incubating_envs(k: int, config: EpisodeConfig, device: str) -> list:
@@ -204,6 +212,8 @@ def main(argv: list[str]|None=None) -> None:
     if args.envs:
         print(f"{'envs':>5s} {'lockstep samples/s':>19s} {'population samples/s':>21s} {'ratio':>6s}", flush=True)
     rows = []
+    if args.envs:
+        warm_up(str(device))
     for k in args.envs:
         best = {False: None, True: None}
         for _ in range(args.repeats):
