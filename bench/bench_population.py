@@ -58,9 +58,10 @@ def measure(k: int, population: bool, args: argparse.Namespace, device: str) -> 
 
 
 def warm_up(device: str) -> None:
-    "One tiny trainer call per path, untimed: the process's one-time costs (data, CUDA context, kernels) paid first."
+    """One tiny trainer call per path, untimed: the process's one-time costs (data, CUDA context, kernels) paid first.
+    Three envs, so that they form a population group on any device (`MIN_GROUP`)."""
     for population in (False, True):
-        train_ppo_vectorized(n_episodes=2, n_envs=2, max_epochs=2, device=device,
+        train_ppo_vectorized(n_episodes=3, n_envs=3, max_epochs=2, device=device,
                              episode_config=EpisodeConfig(max_batches=1), population=population, seed=0)
 
 
