@@ -89,6 +89,10 @@ def run_step(name: str, argv: list[str], limit: float, log, env: dict) -> dict:
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)  # the step and any worker processes it started
         rc, timed_out = p.wait(), True
+    except BaseException:  # Ctrl-C or SIGTERM here: the step (in a session of its own) must not run on
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
     seconds = time.perf_counter() - t0
     log.write(f"=== {name}: exit status {rc}{' (stopped at its limit)' if timed_out else ''}, {seconds:.0f} s\n")
     log.flush()
@@ -145,6 +149,21 @@ def report(s: dict) -> list[str]:
     return lines or ["no step left figures to compare"]
 
 
+def run_steps(args, env: dict, t_end: float, records: list) -> None:
+    "Every step in turn, each under its limit and what is left of the budget; a record each, into `records`."
+    with open(args.out / "log.txt", "a") as log:
+        for name, limit, step_argv, wrote in steps(args):
+            left_s = t_end - time.perf_counter()
+            if left_s < 10:
+                records.append({"step": name, "rc": None, "skipped": "no time left in --budget"})
+                print(f"{name}: skipped, no time left in --budget", flush=True)
+                continue
+            rec = run_step(name, step_argv, min(limit, left_s), log, env) | {"file": wrote}
+            records.append(rec)
+            state = "stopped at its limit" if rec["timed_out"] else f"exit status {rec['rc']}"
+            print(f"{name}: {state}, {rec['seconds']:.0f} s -> {wrote}", flush=True)
+
+
 def main(argv=None) -> int:
     ap = OneLineParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=os.environ.get("OUT"),
@@ -172,17 +191,12 @@ def main(argv=None) -> int:
     env = os.environ | {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
                         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     t_end, records = time.perf_counter() + args.budget, []
-    with open(args.out / "log.txt", "a") as log:
-        for name, limit, step_argv, wrote in steps(args):
-            left_s = t_end - time.perf_counter()
-            if left_s < 10:
-                records.append({"step": name, "rc": None, "skipped": "no time left in --budget"})
-                print(f"{name}: skipped, no time left in --budget", flush=True)
-                continue
-            rec = run_step(name, step_argv, min(limit, left_s), log, env) | {"file": wrote}
-            records.append(rec)
-            state = "stopped at its limit" if rec["timed_out"] else f"exit status {rec['rc']}"
-            print(f"{name}: {state}, {rec['seconds']:.0f} s -> {wrote}", flush=True)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a stop from outside ends like Ctrl-C, below
+    try:
+        run_steps(args, env, t_end, records)
+    except KeyboardInterrupt:
+        ap.exit(130, f"device_check.py: stopped during step {len(records) + 1}; the files of the steps before it "
+                     f"are in {args.out}\n")
     summary = summarize(args.out)
     lines = report(summary)
     write_json_atomic(args.out / "summary.json", {"steps": records, "lines": lines, **summary}, indent=1)

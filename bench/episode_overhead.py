@@ -128,16 +128,21 @@ def report(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
-    ap = OneLineParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+def plan_parser(description: str, repeats: int) -> OneLineParser:
+    "The arguments of a script that times plans' episodes: --plans, --repeats, --max-epochs, --max-batches, --out."
+    ap = OneLineParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--plans", nargs="+", default=["static", "conv_heavy@block1/1",
                                                    "conv_small@block1/1+global_mix@block2/2"])
-    ap.add_argument("--repeats", type=positive_int, default=5)
+    ap.add_argument("--repeats", type=positive_int, default=repeats)
     ap.add_argument("--max-epochs", type=positive_int, default=10)
     ap.add_argument("--max-batches", type=positive_int, default=30)
     ap.add_argument("--out", type=Path, help="also write the figures to this JSON file")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def check_plan_args(ap: OneLineParser, args: argparse.Namespace) -> None:
+    "One line and exit status 2 for a plan off the suites' menu, an existing --out without --overwrite, no folder."
     for text in args.plans:
         try:
             off = [b for b in Plan.parse(text).blueprints if b not in MENU]
@@ -149,6 +154,12 @@ def main(argv=None):
         ap.error(f"--out: {args.out} already exists; pass --overwrite to replace it")
     if args.out is not None and not args.out.parent.is_dir():
         ap.error(f"--out: no folder {args.out.parent}")
+
+
+def main(argv=None):
+    ap = plan_parser(__doc__.split("\n")[0], repeats=5)
+    args = ap.parse_args(argv)
+    check_plan_args(ap, args)
     try:
         results = measure(args.plans, args.repeats, args.max_epochs, args.max_batches)
     except ValueError as e:  # a plan the host cannot play (a slot it does not have)

@@ -16,27 +16,29 @@ on one core:
 A growing network changes shape whenever a seed is planted or moves stage, and each new shape is compiled anew; a
 process that plays many plans meets many shapes. The script plays the plans in one process in the order given, so
 later plans reuse what earlier ones compiled (as a plan-search worker would), and prints per plan the graphs it
-added. It needs a C++ compiler (Inductor generates C++ on a CPU); without one it says so in one line. From the
-project root:
+added. It compiles into a fresh cache of its own (a temporary folder, removed at the end; `TORCHINDUCTOR_CACHE_DIR`
+chooses another), so the compile times are cold ones and no kernel compiled under other settings is reused: a shared
+cache filled under `ATEN_CPU_CAPABILITY=avx2` (as the tests set it) crashed a later run without it in Inductor's
+generated code. It needs a C++ compiler (Inductor generates C++ on a CPU); without one it says so in one line. From
+the project root:
 
     OMP_NUM_THREADS=1 .venv/bin/python bench/host_compile.py --plans static conv_heavy@block1/1 \\
         conv_small@block1/1+global_mix@block2/2 --repeats 3 --out nbs/results/bench_episode/host_compile.json
 """
-import argparse
 import contextlib
 import os
 import platform
 import shutil
 import statistics
 import sys
+import tempfile
 import time
-from pathlib import Path
 from unittest import mock
 
 import torch
+from episode_overhead import check_plan_args, plan_parser  # bench/ is on sys.path: this script's own folder
 from torch import nn
 
-from esper.cli import OneLineParser, positive_int
 from esper.leyline.files import json_text, write_text_atomic
 from esper.tamiyo import episode as episode_module
 from esper.tamiyo.episode import Episode, EpisodeConfig, run_episode
@@ -160,29 +162,8 @@ def report(bare: dict, episodes: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None):
-    ap = OneLineParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--plans", nargs="+", default=["static", "conv_heavy@block1/1",
-                                                   "conv_small@block1/1+global_mix@block2/2"])
-    ap.add_argument("--repeats", type=positive_int, default=3)
-    ap.add_argument("--max-epochs", type=positive_int, default=10)
-    ap.add_argument("--max-batches", type=positive_int, default=30)
-    ap.add_argument("--out", type=Path, help="also write the figures to this JSON file")
-    ap.add_argument("--overwrite", action="store_true", help="replace an existing --out")
-    args = ap.parse_args(argv)
-    for text in args.plans:
-        try:
-            off = [b for b in Plan.parse(text).blueprints if b not in MENU]
-        except ValueError as e:
-            ap.error(f"--plans: {e}")
-        if off:
-            ap.error(f"--plans: {text}: {', '.join(off)} is not on the suites' menu ({', '.join(MENU)})")
-    if args.out is not None and args.out.exists() and not args.overwrite:
-        ap.error(f"--out: {args.out} already exists; pass --overwrite to replace it")
-    if args.out is not None and not args.out.parent.is_dir():
-        ap.error(f"--out: no folder {args.out.parent}")
-    if not any(shutil.which(c) for c in ("c++", "g++", "clang++")):
-        ap.error("torch.compile needs a C++ compiler on a CPU (c++, g++ or clang++), and none is on PATH")
+def measure_and_report(ap, args, argv, cache: str) -> None:
+    "Both measurements, the tables, and --out; `cache` says which Inductor cache was used."
     torch.set_num_threads(1)
     task = get_task("mnist1d")
     cfg = EpisodeConfig(max_epochs=args.max_epochs, max_batches=args.max_batches)
@@ -197,11 +178,23 @@ def main(argv=None):
     print(report(bare, episodes))
     if args.out is not None:
         meta = {"command": sys.argv if argv is None else argv, "machine": platform.processor() or platform.machine(),
-                "torch": torch.__version__,
-                "inductor_cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR", "default"), "recompile_limit": torch._dynamo.config.recompile_limit}
+                "torch": torch.__version__, "inductor_cache": cache,
+                "recompile_limit": torch._dynamo.config.recompile_limit}
         write_text_atomic(args.out, json_text(meta | {"bare": bare, "episodes": episodes}))
         print(f"wrote {args.out}")
 
+
+def main(argv=None):
+    ap = plan_parser(__doc__.split("\n")[0], repeats=3)
+    args = ap.parse_args(argv)
+    check_plan_args(ap, args)
+    if not any(shutil.which(c) for c in ("c++", "g++", "clang++")):
+        ap.error("torch.compile needs a C++ compiler on a CPU (c++, g++ or clang++), and none is on PATH")
+    if "TORCHINDUCTOR_CACHE_DIR" in os.environ:
+        return measure_and_report(ap, args, argv, os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    with tempfile.TemporaryDirectory(prefix="host_compile_inductor_") as fresh:
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = fresh  # read when Inductor first compiles
+        return measure_and_report(ap, args, argv, "fresh")
 
 if __name__ == "__main__":
     main()

@@ -3,6 +3,7 @@ of every step it runs on a device."""
 import importlib.util
 import json
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -81,3 +82,27 @@ def _running(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"
+
+
+def test_a_stop_from_outside_is_one_line_and_leaves_no_step_running(tmp_path, start_bench):
+    out = tmp_path / "dc"
+    p = start_bench("device_check.py", "--device", "cpu", "--tiny", "--out", str(out), cwd=tmp_path)
+    for _ in range(300):  # until the first step has started
+        if (out / "log.txt").exists() and "=== profile" in (out / "log.txt").read_text():
+            break
+        time.sleep(0.1)
+    time.sleep(1)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130 and len(err.strip().splitlines()) == 1 and "stopped during step 1" in err, err
+    time.sleep(0.5)
+    steps = [d for d in Path("/proc").iterdir() if d.name.isdigit() and _running(int(d.name))
+             and str(out) in _cmdline(d)]
+    assert steps == []  # the step it was running went with it
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().decode(errors="replace")
+    except OSError:  # gone meanwhile
+        return ""

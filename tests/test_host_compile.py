@@ -1,6 +1,7 @@
 """bench/host_compile.py: its training step is the trainer's own but for the compiled call, and bad flags are one
 line each (the compiling itself is measured by running the script; it needs a C++ compiler and tens of seconds)."""
 import importlib.util
+import sys
 from pathlib import Path
 from unittest import mock
 
@@ -12,9 +13,10 @@ from esper.tasks import get_task
 
 
 def _host_compile():
-    spec = importlib.util.spec_from_file_location(
-        "host_compile", Path(__file__).resolve().parent.parent / "bench" / "host_compile.py"
-    )
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    if str(bench) not in sys.path:
+        sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
+    spec = importlib.util.spec_from_file_location("host_compile", bench / "host_compile.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
