@@ -98,7 +98,8 @@ def install(plan: str) -> tuple[str, dict[str, str]]:
         if n not in BLUEPRINTS:
             alias[n] = free.pop()
             for fam in B.BLUEPRINT_REGISTRY:
-                B.BLUEPRINT_REGISTRY[fam][alias[n]] = dataclasses.replace(_ORIGINAL[fam][n], name=alias[n])
+                if n in _ORIGINAL.get(fam, {}):  # the conv layouts: the token and feature ones lack these seeds
+                    B.BLUEPRINT_REGISTRY[fam][alias[n]] = dataclasses.replace(_ORIGINAL[fam][n], name=alias[n])
     _blueprint_cost.cache_clear()  # costs cached by name: a worker may have played another plan
     return "concurrent:" + "+".join(alias.get(n, n) for n in names), alias
 

@@ -5,8 +5,8 @@ only on `leyline`. Nothing imports `simic` except the CLI."
 
 Where `tasks` sits (DESIGN.md does not say): beside `kasmina`, one step above `leyline`. `tasks` is data and host
 presets; it needs only `leyline` (its atomic writer, `esper.leyline.files`). `kasmina` does not import `tasks`:
-`MorphogeneticModel` takes any host with `.blocks`, `.block_names`, `.block_channels` and `.head`, so the seed
-machinery does not depend on which hosts exist, and the hosts do not depend on seeds. Everything above them
+`MorphogeneticModel` grows any `nn.Module` at named submodules (a conv host only declares its `.block_names` and an
+`example_input()`), so the seed machinery does not depend on which hosts exist, and the hosts do not depend on seeds. Everything above them
 (`tolaria`, `tamiyo`, `simic`, `cli`) may use both.
 
 `esper.leyline.files` (atomic writes, output checks) is part of `leyline`, so every subsystem may import it.

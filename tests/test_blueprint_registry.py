@@ -1,7 +1,11 @@
 """Adding a blueprint is one class and one registry entry (issue 58): a throwaway blueprint registered in-process is
 germinated in an episode, in the gym environment, and by a PPO agent whose blueprint menu includes it, and learnt
 from in a PPO update; removing it leaves the registry as it was. Nothing else is edited: the flat actions, the
-one-hot features, the head sizes, the masks, the offers and the checks all follow the menu."""
+one-hot features, the head sizes, the masks, the offers and the checks all follow the menu.
+
+Adding a layout is one `register_layout` entry plus its blueprints (issue 73): a throwaway 3-D conv layout is
+registered in-process, a model with a `Conv3d` block grows a seed of it through `esper.kasmina.grow`, and removing
+both leaves the registries as they were. Every registered blueprint, in every layout, starts function-preserving."""
 import contextlib
 import random
 
@@ -10,7 +14,16 @@ import pytest
 import torch
 from torch import nn
 
-from esper.kasmina import BLUEPRINT_FAMILIES, BLUEPRINT_REGISTRY, SeedModule, register_blueprint, registered_blueprints
+from esper.kasmina import (
+    BLUEPRINT_REGISTRY,
+    LAYOUTS,
+    Layout,
+    SeedModule,
+    grow,
+    register_blueprint,
+    register_layout,
+    registered_blueprints,
+)
 from esper.kasmina.model import _blueprint_cost
 from esper.leyline import BLUEPRINTS, HEAD_NAMES, ActionSpace, LifecycleOp
 from esper.simic import PPOAgent
@@ -43,12 +56,12 @@ class WideSeed(SeedModule):
 
 @contextlib.contextmanager
 def registered(cls: type[SeedModule]):
-    "Register `cls` for every host family for the length of the block (the one registry line), then remove it."
+    "Register `cls` for its layouts for the length of the block (the one registry line), then remove it."
     register_blueprint(cls)
     try:
         yield cls.blueprint
     finally:
-        for family in BLUEPRINT_FAMILIES:
+        for family in cls.layouts:
             BLUEPRINT_REGISTRY[family].pop(cls.blueprint, None)
         _blueprint_cost.cache_clear()  # parameter counts are cached by name
 
@@ -64,8 +77,8 @@ def test_registering_then_removing_leaves_the_registry_as_before():
     names = registered_blueprints()
     assert names[: len(BLUEPRINTS)] == BLUEPRINTS
     with registered(WideSeed) as name:
-        assert registered_blueprints() == (*names, name)
-        assert all(BLUEPRINT_REGISTRY[f][name].build(8).param_count > 0 for f in BLUEPRINT_FAMILIES)
+        assert set(registered_blueprints()) == {*names, name} and registered_blueprints()[:5] == BLUEPRINTS
+        assert all(BLUEPRINT_REGISTRY[f][name].build(8).param_count > 0 for f in WideSeed.layouts)
     assert {family: dict(specs) for family, specs in BLUEPRINT_REGISTRY.items()} == before
     assert name not in registered_blueprints()
     with pytest.raises(ValueError, match="wide_test are not registered; registered: norm"):
@@ -128,3 +141,67 @@ def test_a_ppo_agent_on_a_menu_with_it_germinates_it_and_updates(wide, tmp_path)
     assert PPOAgent.from_checkpoint(tmp_path / "wide.pt").actions == menu
     with pytest.raises(ValueError, match="trained on the blueprint menu \\('wide_test', 'norm'\\)"):
         PPOAgent(state_dim(2), hidden_dim=16).load(tmp_path / "wide.pt")
+
+
+def _random_input(layout: str, channels: int) -> torch.Tensor:
+    "A batch of 3 of `layout` with `channels` channels and sizes of 5 (6 for the second spatial one)."
+    l = LAYOUTS[layout]
+    shape = [3] + [5 + i for i in range(l.dims)]
+    shape.insert(l.channel_dim % l.rank, channels)
+    return torch.randn(shape)
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_every_registered_blueprint_starts_function_preserving(layout):
+    for name, spec in BLUEPRINT_REGISTRY[layout].items():
+        torch.manual_seed(0)
+        x = _random_input(layout, 16)
+        seed = spec.build(16, LAYOUTS[layout].size(x.shape) if spec.needs_size else None)
+        for mode in (True, False):  # training (batch statistics) and eval (running statistics)
+            out = seed.train(mode)(x)
+            assert out.shape == x.shape and bool(out.eq(0).all()), (layout, name, mode)
+
+
+class Conv3dSeed(SeedModule):
+    "conv(k=3) -> ReLU -> zero-initialised 1x1x1 conv, on volumes (a throwaway blueprint of a throwaway layout)."
+
+    blueprint = "volume_conv"
+    layouts = ("volume",)
+
+    def __init__(self, channels: int, dims: int):
+        super().__init__(channels, dims)
+        self.body = nn.Sequential(nn.Conv3d(channels, channels, 3, padding=1), nn.ReLU(), nn.Conv3d(channels, channels, 1))
+        nn.init.zeros_(self.body[-1].weight)
+        nn.init.zeros_(self.body[-1].bias)
+
+    def forward(self, h):
+        return self.body(h)
+
+
+def test_a_new_layout_is_one_entry_plus_its_blueprints():
+    before = {family: dict(specs) for family, specs in BLUEPRINT_REGISTRY.items()}
+    register_layout(Layout("volume", 5, 1, (nn.Conv3d,), "3-D conv feature maps (N, C, D, H, W)"))
+    try:
+        register_blueprint(Conv3dSeed)
+        torch.manual_seed(0)
+        net = nn.Sequential(nn.Conv3d(1, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 5 * 6, 2))
+        x = torch.randn(2, 1, 4, 5, 6)
+        before_out = net(x).detach()
+        model = grow(net, ["1"], x)
+        assert model.points["1"].layout == "volume" and model.blueprints == ("volume_conv",)
+        assert model.slot_sizes["1"] == (4, 5, 6) and model.slot("1").channels == 4
+        model.germinate("1", "volume_conv")
+        assert torch.equal(net(x), before_out)
+        model.advance("1")
+        opt = torch.optim.SGD(model.get_seed_parameters("1"), lr=0.5)
+        for _ in range(2):
+            opt.zero_grad()
+            model(x).pow(2).sum().backward()
+            opt.step()
+        assert not torch.equal(net(x), before_out)
+        model.release()
+    finally:
+        LAYOUTS.pop("volume", None)
+        BLUEPRINT_REGISTRY.pop("volume", None)
+        _blueprint_cost.cache_clear()
+    assert {family: dict(specs) for family, specs in BLUEPRINT_REGISTRY.items()} == before

@@ -20,7 +20,7 @@ def test_signal_tracker_deltas_plateau_best():
 
 
 def test_heuristic_config_validation():
-    with pytest.raises(ValueError, match="blueprints"): HeuristicConfig(blueprints=("mlp",))
+    with pytest.raises(ValueError, match="blueprints"): HeuristicConfig(blueprints=("resnet",))
     with pytest.raises(ValueError): HeuristicConfig(blend="quadratic")
 
 

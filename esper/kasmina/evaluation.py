@@ -73,31 +73,19 @@ def validate(
     return _evaluate(model, loader, device, criterion, lambda xb: (model(xb), {}))[0]
 
 # %% ../../nbs/kasmina/01a_evaluation.ipynb #37788c0f
-def _branching_forward(
-    model: nn.Module,  # a morphogenetic model: .host.block_names, .host.blocks, .host.head, .slots
-    slots: Iterable[str],  # the slots to switch off, one branch each
+def _switching_forward(
+    model: nn.Module,  # a morphogenetic model: callable, with `.slots` that can `force_alpha`
+    slots: Iterable[str],  # the slots to switch off, one pass each
 ) -> Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]:
     "`forward(x)` giving the model's output and, per slot, its output with that slot's alpha forced to 0."
-    names, blocks, wanted = tuple(model.host.block_names), list(model.host.blocks), set(slots)
-
-    def rest(h, start):  # blocks `start`.. with their slots, then the head: the tail of the model's forward
-        for name, block in zip(names[start:], blocks[start:]):
-            h = block(h)
-            if name in model.slots:
-                h = model.slots[name](h)
-        return model.host.head(h)
+    slots = list(slots)
 
     def forward(x):
-        branches = {}
-        for i, (name, block) in enumerate(zip(names, blocks)):
-            x = block(x)
-            if name in model.slots:
-                slot = model.slots[name]
-                if name in wanted:
-                    with slot.force_alpha(0.0):
-                        branches[name] = rest(slot(x), i + 1)
-                x = slot(x)
-        return model.host.head(x), branches
+        out, without = model(x), {}
+        for name in slots:
+            with model.slots[name].force_alpha(0.0):
+                without[name] = model(x)
+        return out, without
 
     return forward
 
@@ -109,13 +97,13 @@ def validate_with_counterfactuals(
     device: torch.device | str = "cpu",  # where the batches go
     criterion: Callable | None = None,  # loss function of the main pass (default: cross-entropy)
 ) -> tuple[EpochMetrics, dict[str, float]]:
-    "`validate(model)` and, in the same pass, the accuracy with each slot's alpha forced to 0: `{slot: accuracy}`."
+    "`validate(model)` and, in the same loop, the accuracy with each slot's alpha forced to 0: `{slot: accuracy}`."
     slots = list(slots)
     for s in slots:
         if s not in model.slots:
             raise ValueError(f"unknown slot {s!r}; this model has: {', '.join(model.slots)}")
         if model.slots[s].seed is None or model.slots[s].stage not in TRAINABLE_SEED_STAGES:
             raise ValueError(f"slot {s} has no active seed to measure (stage {model.slots[s].stage.name})")
-    if not slots:  # nothing to branch for: the model's own forward pass
+    if not slots:  # nothing to switch off: the model's own forward pass
         return validate(model, loader, device, criterion), {}
-    return _evaluate(model, loader, device, criterion, _branching_forward(model, slots))
+    return _evaluate(model, loader, device, criterion, _switching_forward(model, slots))

@@ -208,7 +208,7 @@ def check_gate(
 
 # %% ../../nbs/kasmina/01_slot.ipynb #d59938e7
 class SeedSlot(nn.Module):
-    "An injection point after one host block; the identity until a seed grows in it."
+    "An injection point at one host submodule's output; the identity until a seed grows in it."
 
     def __init__(
         self,
@@ -218,13 +218,14 @@ class SeedSlot(nn.Module):
         blend_epochs: int = DEFAULT_BLEND_EPOCHS,  # epochs for alpha to ramp 0 -> 1
         blend_algorithm: BlendAlgorithm | str = BlendAlgorithm.LINEAR,  # default ramp shape
         embargo_epochs: int = DEFAULT_EMBARGO_EPOCHS,  # epochs a pruned slot stays unusable
+        layout: str | None = None,  # the layout of its features (a key of `LAYOUTS`); None: any seed of `dims`
     ):
         super().__init__()
         if blend_epochs < 1:
             raise ValueError(f"blend_epochs must be >= 1 (got {blend_epochs})")
         if embargo_epochs < 0:
             raise ValueError(f"embargo_epochs must be >= 0 (got {embargo_epochs})")
-        self.slot_id, self.channels, self.dims = slot_id, channels, dims
+        self.slot_id, self.channels, self.dims, self.layout = slot_id, channels, dims, layout
         self.blend_epochs, self.blend_algorithm = blend_epochs, BlendAlgorithm(blend_algorithm)
         self.embargo_epochs = embargo_epochs
         self.seed: SeedModule | None = None
@@ -275,6 +276,11 @@ def plant(
                 f"seed built for C={seed.channels}, dims={seed.dims}; slot {self.slot_id} has "
                 f"C={self.channels}, dims={self.dims}"
             )
+        )
+    if self.layout is not None and self.layout not in type(seed).layouts:
+        raise ValueError(
+            f"a {type(seed).__name__} is built for {', '.join(type(seed).layouts)}; "
+            f"slot {self.slot_id} holds {self.layout}"
         )
     self.seed, self.state = seed, state
     if blend_algorithm is not None:

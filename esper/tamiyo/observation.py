@@ -32,7 +32,7 @@ def slot_observation(
     actions: ActionSpace,  # the run's action space: blueprint ids follow its menu
 ) -> dict[str, Any]:
     "What a controller sees of one slot."
-    s, blocks = model.slot(slot), tuple(model.host.block_names)
+    s = model.slot(slot)
     return {
         "stage": int(s.stage),
         "alpha": s.alpha,
@@ -44,7 +44,7 @@ def slot_observation(
         "affordable": model.affordable(slot, actions.blueprints),
         "telemetry": s.state.telemetry.to_features() if s.seed is not None else [0.0] * 10,
         "channels": s.channels,
-        "depth": (blocks.index(slot) + 1) / len(blocks),
+        "depth": model.slot_depth(slot),
     }
 
 # %% ../../nbs/tamiyo/01b_observation.ipynb #51f91b2a

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
-from ..kasmina.model import _blueprint_cost
 from ..leyline import BLUEPRINTS, LifecycleOp, SeedStage
 from .features import ops_allowed
 from .signals import TamiyoAction
@@ -80,7 +79,7 @@ def seed_cost(
     blueprint: str,  # a blueprint name
 ) -> int:
     "Parameters a seed of `blueprint` adds in `slot`."
-    return _blueprint_cost(blueprint, model.family, model.slot(slot).channels, model.slot_sizes[slot])
+    return model.seed_cost(slot, blueprint)
 
 
 def fits(

@@ -56,12 +56,11 @@ class ConvHost(nn.Module):
         super().__init__()
         if len(widths) != len(kernel_sizes):
             raise ValueError("widths and kernel_sizes must have the same length")
-        self.dims = len(input_size)
+        self.dims, self.in_channels, self.input_size = len(input_size), in_channels, tuple(input_size)
         chans = (in_channels, *widths)
-        self.blocks = nn.ModuleList(
-            [ConvBlock(chans[i], chans[i + 1], k, self.dims, pool) for i, k in enumerate(kernel_sizes)]
-        )
         self.block_names = tuple(f"block{i + 1}" for i in range(len(widths)))
+        for i, (name, k) in enumerate(zip(self.block_names, kernel_sizes)):  # named submodules: the slot points
+            self.add_module(name, ConvBlock(chans[i], chans[i + 1], k, self.dims, pool))
         self.block_channels = tuple(widths)
         self.block_sizes = tuple(tuple(s // pool ** (i + 1) for s in input_size) for i in range(len(widths)))
         spatial = [s // pool ** len(widths) for s in input_size]
@@ -71,6 +70,15 @@ class ConvHost(nn.Module):
         else:
             n_flat = widths[-1] * int(torch.tensor(spatial).prod())
             self.head = nn.Sequential(nn.Flatten(), nn.Linear(n_flat, n_classes))
+
+    @property
+    def blocks(self) -> tuple[nn.Module, ...]:
+        "The blocks, in order."
+        return tuple(getattr(self, name) for name in self.block_names)
+
+    def example_input(self, batch: int = 2) -> torch.Tensor:
+        "Zeros of the input's shape, on the host's device: what a dry run of the host needs."
+        return torch.zeros(batch, self.in_channels, *self.input_size, device=self.head[-1].weight.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:
