@@ -236,3 +236,20 @@ def test_digits_loads_offline_with_a_fixed_test_split():
     assert not torch.equal(a.train_loader.dataset.tensors[1], b.train_loader.dataset.tensors[1])
     with pytest.raises(ValueError, match=r"^task 'digits': noise_std must be a number in \[0.0, 2.0\] \(got -1\)$"):
         get_task("digits", settings={"noise_std": -1})
+
+
+def test_cifar10_subsets_grow_the_impaired_resnet_in_an_episode(tiny_cifar):
+    from esper.tamiyo import EpisodeConfig, run_episode
+    from esper.tamiyo.plans import PlanTamiyo
+    from esper.tamiyo.problems import GrowthProblem
+
+    settings = {"train_rows": 20, "test_rows": 6, "augment": False}
+    task = get_task("cifar10", data_dir=tiny_cifar, batch_size=4, settings=settings, host="cifar_resnet_impaired")
+    assert (task.n_train, task.n_val, task.n_test) == (16, 4, 6)
+    assert task.make_host().block_names == ("stage1", "stage2", "stage3")
+    res = run_episode(task, PlanTamiyo("conv_small@stage2/1"), EpisodeConfig(max_epochs=2, max_batches=2), seed=0)
+    assert res.grown.startswith("conv_small@stage2") and res.params_added == 32 * 32 * 9 + 2 * 32 + 32 * 32 + 32
+    problem = GrowthProblem("cifar-resnet-p20k", "cifar10", settings, "cifar_resnet_impaired", param_budget=20_000)
+    assert problem.load_task(0, data_dir=tiny_cifar).n_test == 6
+    with pytest.raises(ValueError, match="train_rows must be an integer in \\[0, 50000\\]"):
+        GrowthProblem("too-many", "cifar10", {"train_rows": 60_000})

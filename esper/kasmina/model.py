@@ -321,7 +321,7 @@ def germinate(
         raise ValueError(f"blueprint {blueprint!r} is not on this run's menu: {', '.join(self.blueprints)}")
     if not self.fits(slot, blueprint):
         layout = self.points[s.slot_id].layout
-        raise ValueError(
+        raise IllegalTransitionError(
             f"cannot germinate {blueprint} in slot {slot}: it is not built for the {layout} layout; "
             f"there: {', '.join(b for b in self.blueprints if self.fits(slot, b))}"
         )

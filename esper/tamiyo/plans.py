@@ -196,6 +196,7 @@ class GreedyTamiyo:
         "The costliest blueprint that fits in `slot` now (None if none fits)."
         left = None if model.param_budget is None else model.param_budget - model.total_param_count()
         menu = model.blueprints if self.blueprints is None else [b for b in self.blueprints if b in model.blueprints]
+        menu = [b for b in menu if model.fits(slot, b)]  # built for the slot's layout
         costs = [(seed_cost(model, slot, b), -i, b) for i, b in enumerate(menu)]
         fitting = [c for c in costs if left is None or c[0] <= left]
         return max(fitting)[2] if fitting else None

@@ -28,9 +28,11 @@ from esper.tasks.registry import (
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
 CIFAR10_STD = (0.2470, 0.2435, 0.2616)
 
-#: CIFAR-10's settings: only whether the training images are augmented.
+#: CIFAR-10's settings: whether the training images are augmented, and subsets for runs that fit a CPU.
 CIFAR10_SETTINGS: dict[str, Setting] = {
     "augment": Setting(True, "random crop (4-pixel padding) and horizontal flip on the training images"),
+    "train_rows": Setting(0, "training images used, validation carved from them (0: all 50,000)", 0, 50_000),
+    "test_rows": Setting(0, "test images scored (0: all 10,000), drawn by the data seed", 0, 10_000),
 }
 
 
@@ -92,12 +94,16 @@ def load_cifar10(
     train, test = load_cifar10_datasets(cfg)
     norm = [T.ToTensor(), T.Normalize(CIFAR10_MEAN, CIFAR10_STD)]
     aug = [T.RandomCrop(32, padding=4), T.RandomHorizontalFlip()] if settings["augment"] else []
-    rows = torch.randperm(len(train), generator=torch.Generator().manual_seed(cfg.data_seed)).tolist()
+    g = torch.Generator().manual_seed(cfg.data_seed)
+    rows = torch.randperm(len(train), generator=g).tolist()[: settings["train_rows"] or None]
+    test_rows = (
+        torch.randperm(len(test), generator=g).tolist()[: settings["test_rows"]] if settings["test_rows"] else None
+    )
     n_train, _ = split_sizes(len(rows), cfg.val_fraction)
     return Splits(
         TransformedSubset(train, rows[:n_train], T.Compose(aug + norm)),
         TransformedSubset(train, rows[n_train:], T.Compose(norm)),
-        TransformedSubset(test, range(len(test)), T.Compose(norm)),
+        TransformedSubset(test, range(len(test)) if test_rows is None else test_rows, T.Compose(norm)),
         10,
     )
 
