@@ -117,7 +117,7 @@ class BasicBlock(nn.Module):
 
 
 class CifarResNet(nn.Module):
-    "A CIFAR-style ResNet: a 3x3 stem, stages of basic blocks (`stage1`, ...; each after the first halves the size), a head."
+    "A CIFAR-style ResNet: a 3x3 stem, stages of basic blocks (`stage1`, ...; each after the first halves the size)."
 
     def __init__(
         self,
