@@ -16,7 +16,7 @@ from fastcore.basics import patch
 
 from ..leyline import SeedStage, TRAINABLE_SEED_STAGES, DEFAULT_ACTION_SPACE, ActionSpace
 from ..leyline import TelemetryEvent, TelemetryEventType
-from ..kasmina import MorphogeneticModel
+from ..kasmina import MorphogeneticModel, find_slot_points
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
 from ..tolaria.governor import blowup_bound
 from ..tolaria.compute import host_epoch_flops, train_flops_per_sample
@@ -66,9 +66,12 @@ def start(self: Episode, seed: int = 0) -> None:
     c = self.cfg
     seed_everything(seed)
     host = self.task.make_host(c.host)
+    slots = c.slots
+    if slots is not None and not hasattr(host, "example_input"):  # a user's model: slots measured on their data
+        slots = find_slot_points(host, slots, self.task.example())
     self.model = MorphogeneticModel(
         host,
-        c.slots,
+        slots,
         c.blend_epochs,
         c.blend_algorithm,
         c.embargo_epochs,
@@ -76,8 +79,10 @@ def start(self: Episode, seed: int = 0) -> None:
         hub=self.hub,
         env_id=self.env_id,
         param_budget=c.param_budget,
-        blueprints=c.blueprints or self.actions.blueprints,
+        blueprints=c.blueprints or (None if self.actions == DEFAULT_ACTION_SPACE else self.actions.blueprints),
     ).to(self.device)
+    if c.blueprints is None and self.model.blueprints != self.actions.blueprints:  # no menu named: the layouts' one
+        self.actions = ActionSpace(self.model.blueprints)
     self.runner = EpochRunner(
         self.model,
         self.device,
@@ -95,7 +100,11 @@ def start(self: Episode, seed: int = 0) -> None:
         )
         self.governor.snapshot(epoch=0)  # the initial weights: what a blow-up in epoch 1 rolls back to
     self.grads = EpisodeGradientStats(self.model)
-    self.flops, self.host_epoch_flops = 0, host_epoch_flops(self.model, self.task.input_shape, self.epoch_samples)
+    dtype = getattr(self.task, "input_dtype", torch.float32)
+    self.flops, self.host_epoch_flops = (
+        0,
+        host_epoch_flops(self.model, self.task.input_shape, self.epoch_samples, dtype),
+    )
     self.tracker = SignalTracker()
     if self._locality[0] is not self.task:  # a new task: measure its data's local structure on the validation split
         self._locality = (self.task, input_locality(self.task.val_loader))
@@ -162,7 +171,7 @@ def sample_flops(self: Episode) -> int:
         cache.clear()
         cache["model"] = m
     if key not in cache:
-        cache[key] = train_flops_per_sample(m, self.task.input_shape)
+        cache[key] = train_flops_per_sample(m, self.task.input_shape, getattr(self.task, "input_dtype", torch.float32))
     return cache[key]
 
 

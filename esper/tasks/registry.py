@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from .hosts import HOST_PRESETS, ConvHost, build_host, hosts_for
+from .hosts import HOST_PRESETS, build_host, hosts_for
 
 # %% ../../nbs/tasks/01_tasks.ipynb #88cfb956
 def default_data_dir() -> Path:
@@ -293,10 +294,20 @@ class Task:
     default_host: str  # the host preset `make_host()` builds
     config: TaskConfig = field(repr=False, default=None)  # what was loaded
     settings: dict[str, Any] = field(repr=False, default_factory=dict)  # the family's settings, every one
+    host_factory: Callable[[], nn.Module] | None = field(repr=False, default=None)  # a user's model (`task_from_data`)
+    input_dtype: torch.dtype = field(repr=False, default=torch.float32)  # integer for token ids
 
-    def make_host(self, preset: str | None = None) -> ConvHost:
-        "Build a host preset (default: the task's default) for this task's input shape."
+    def make_host(self, preset: str | None = None) -> nn.Module:
+        "A fresh host: the user's model where the task has one, else a preset (default: the task's) for its inputs."
+        if self.host_factory is not None:
+            if preset is not None:
+                raise ValueError(f"task {self.name!r} grows its own model; it takes no host preset (got {preset!r})")
+            return self.host_factory()
         return build_host(preset or self.default_host, self.input_shape[0], self.n_classes, self.input_shape[1:])
+
+    def example(self, n: int = 2) -> torch.Tensor:
+        "The first `n` validation inputs: an input the model's forward pass takes, for a dry run."
+        return next(iter(self.val_loader))[0][:n]
 
 
 def _as_loader(split: Any, batch_size: int, shuffle: bool, cfg: TaskConfig) -> tuple[Any, int, tuple[int, ...]]:

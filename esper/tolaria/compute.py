@@ -18,6 +18,7 @@ TRAIN_PASSES: int = 3
 def forward_flops(
     model: nn.Module,  # the model as it is now (seeds included)
     input_shape: tuple[int, ...],  # shape of one input, e.g. (1, 40) or (1, 8, 8)
+    dtype: torch.dtype = torch.float32,  # the input's dtype: an integer one for token ids
 ) -> int:
     "Floating-point operations of one forward pass of one sample, as `FlopCounterMode` counts them."
     was_training = model.training
@@ -25,7 +26,7 @@ def forward_flops(
     model.eval()  # batch norm uses its running statistics: the count changes no state
     try:
         with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            model(torch.zeros(1, *input_shape, device=device))
+            model(torch.zeros(1, *input_shape, device=device, dtype=dtype))
     finally:
         model.train(was_training)
     return int(counter.get_total_flops())
@@ -34,17 +35,19 @@ def forward_flops(
 def train_flops_per_sample(
     model: nn.Module,  # the model as it is now
     input_shape: tuple[int, ...],  # shape of one input
+    dtype: torch.dtype = torch.float32,  # the input's dtype
 ) -> int:
     "Operations one training sample costs: `TRAIN_PASSES` forward passes."
-    return TRAIN_PASSES * forward_flops(model, input_shape)
+    return TRAIN_PASSES * forward_flops(model, input_shape, dtype)
 
 
 def host_epoch_flops(
     model: nn.Module,  # the bare host (or a model holding no seed yet)
     input_shape: tuple[int, ...],  # shape of one input
     samples: int,  # training samples in one epoch (the split, or `max_batches` x batch size)
+    dtype: torch.dtype = torch.float32,  # the input's dtype
 ) -> int:
     "The unit of compute budgets: the training operations of one epoch of `model` as it is."
     if samples < 1:
         raise ValueError(f"samples must be >= 1 (got {samples})")
-    return samples * train_flops_per_sample(model, input_shape)
+    return samples * train_flops_per_sample(model, input_shape, dtype)
