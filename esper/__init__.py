@@ -5,13 +5,15 @@ __version__ = "0.1.0"
 
 # %% auto #0
 __all__ = ['grow', 'MorphogeneticModel', 'GrowthLoop', 'run_episode', 'EpisodeConfig', 'get_task', 'task_from_data',
-           'HeuristicTamiyo', 'PlanTamiyo', 'GreedyTamiyo', 'StaticTamiyo']
+           'HeuristicTamiyo', 'PlanTamiyo', 'GreedyTamiyo', 'StaticTamiyo', 'PPO', 'load_ppo_controller']
 
 # %% ../nbs/esper.ipynb #7b9a4f63
 from .kasmina import MorphogeneticModel, grow
 from .tamiyo import EpisodeConfig, GrowthLoop, HeuristicTamiyo, StaticTamiyo, run_episode
 from .tamiyo.plans import GreedyTamiyo, PlanTamiyo
 from .tasks import get_task, task_from_data
+from .simic import PPO
+from .simic.envs.env import load_ppo_controller
 
 # %% ../nbs/esper.ipynb #74355c52
 _all_ = [
@@ -26,4 +28,6 @@ _all_ = [
     "PlanTamiyo",
     "GreedyTamiyo",
     "StaticTamiyo",
+    "PPO",
+    "load_ppo_controller",
 ]

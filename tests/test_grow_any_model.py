@@ -177,3 +177,31 @@ def test_bad_input_is_refused_in_one_line_before_anything_trains(resnet, kwargs,
     with pytest.raises(ValueError, match=message) as e:
         grow(resnet, **kwargs)
     assert "\n" not in str(e.value)
+
+
+def test_a_policy_trained_from_python_plays_in_the_users_loop():
+    import esper
+    from esper.tamiyo.problems import TINY
+
+    torch.manual_seed(0)
+    ppo = esper.PPO("tiny", n_envs=2, episodes_per_task_seed=2, n_epochs=1, batch_size=4)
+    policy = ppo.learn(4)
+    problem = TINY.problems[0]
+    task = problem.load_task(1000)
+    menu = ppo.agent.actions.blueprints
+    host = task.make_host(problem.host)
+    model = esper.MorphogeneticModel(host, problem.slots, param_budget=problem.param_budget, blueprints=menu)
+    opt = torch.optim.SGD(host.parameters(), lr=0.01, momentum=0.9)
+    loop = esper.GrowthLoop(model, opt, policy, task.val_loader, max_epochs=3)
+    for _ in range(3):
+        for i, (x, y) in enumerate(task.train_loader):
+            if i == 4:
+                break
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        loop.on_epoch_end({"val_accuracy": 20.0, "val_loss": 2.0, "train_samples": task.n_train})
+    assert [h["epoch"] for h in loop.history] == [1, 2, 3] and len(policy.decisions) == 2  # none after the last
+    other = esper.MorphogeneticModel(task.make_host(problem.host), problem.slots, blueprints=("norm",))
+    with pytest.raises(ValueError, match="the policy was trained on the menu"):
+        esper.GrowthLoop(other, torch.optim.SGD(other.host.parameters(), lr=0.01), policy, task.val_loader, 3)

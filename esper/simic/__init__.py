@@ -8,8 +8,8 @@ __all__ = ['EntropySchedule', 'linear_anneal', 'floor_scale', 'ActorCritic', 'Fa
            'HeadEntropies', 'ActionDict', 'RunningMeanStd', 'RewardNormalizer', 'AnomalyDetector', 'AnomalyReport',
            'TrainingConfig', 'PPOAgent', 'ppo_loss', 'update_recurrent', 'save_agent', 'load_agent', 'RewardConfig',
            'RewardTerms', 'compute_reward', 'PPOController', 'load_ppo_controller', 'ParallelEnvState', 'EpisodeSpec',
-           'TaskProblem', 'RunSettings', 'train_ppo_vectorized', 'TrainingInterrupted', 'train_ppo', 'train_heuristic',
-           'default_workers', 'WorkerError']
+           'TaskProblem', 'RunSettings', 'train_ppo_vectorized', 'PPO', 'TrainingInterrupted', 'train_ppo',
+           'train_heuristic', 'default_workers', 'WorkerError']
 
 # %% ../../nbs/simic/12_simic.ipynb #5df945d1
 from .agent.annealing import EntropySchedule, linear_anneal, floor_scale
@@ -29,6 +29,7 @@ from .envs.env import PPOController, load_ppo_controller
 from .envs.parallel_env_state import ParallelEnvState, EpisodeSpec, TaskProblem
 from .trainers.run_settings import RunSettings, TrainingInterrupted
 from .trainers.vectorized import train_ppo_vectorized
+from .trainers.learn import PPO
 from .trainers.training import train_ppo, train_heuristic
 from .envs.workers import default_workers, WorkerError
 
@@ -68,6 +69,7 @@ _all_ = [
     "TaskProblem",
     "RunSettings",
     "train_ppo_vectorized",
+    "PPO",
     "TrainingInterrupted",
     "train_ppo",
     "train_heuristic",
