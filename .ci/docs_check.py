@@ -8,7 +8,8 @@ DevTools Protocol on a pipe (`--remote-debugging-pipe`: no port, no extra packag
 * navigation: the sidebar (`nav#sidebar` with links), the top bar's link to the index, previous/next links;
 * links: every relative `href`/`src` (as Chromium resolves it) points at an existing file, and its `#anchor`
   at an existing id in that file; same-page `#anchors` too;
-* markup: no raw Quarto/nbdev markup (`:::` fences, `{.class}` / `{target=...}` attributes) in the page's text,
+* markup: no raw Quarto/nbdev markup (`:::` fences, `{.class}` / `{target=...}` attributes) in the page's text, and no
+  code cell that shows a `#|` directive or `from nbdev.showdoc import *` (export and hide cells are hidden on the site),
   and no show_doc the preview could not render (`.doc-missing`);
 * images: every `<img>` loaded (`naturalWidth > 0`);
 * network: every request the page makes is file:, data: or blob: (anything else is recorded, blocked and
@@ -73,6 +74,8 @@ PROBE = r"""(() => {
          [...document.querySelectorAll('a[name]')].map(e => e.getAttribute('name'))),
     images: [...document.images].map(i => [i.getAttribute('src').slice(0, 80), i.complete, i.naturalWidth]),
     markup: hits,
+    directives: [...document.querySelectorAll('.input_area')].map(e => e.innerText)
+          .filter(t => /^\s*#\|/m.test(t) || t.includes('nbdev.showdoc')).map(t => t.trim().split('\n')[0].slice(0, 80)),
     missing_docs: [...document.querySelectorAll('.doc-missing')].map(e => e.closest('.doc-item')?.innerText.split('\n')[0] || '?'),
     math: document.getElementsByTagName('math').length,
     api: [...document.querySelectorAll('.doc-item[data-api]')].map(e => [e.dataset.api, +e.dataset.nparams,
@@ -309,6 +312,7 @@ def main() -> int:
         if v["brand"] != index_uri: fail(p, f"top bar has no link to the index (got {v['brand']})", "navigation")
         if v["pager"] < 1: fail(p, "no previous/next links", "navigation")
         for hit in v["markup"]: fail(p, f"raw Quarto markup in the text: ...{hit.strip()!r}...", "raw markup")
+        for code in v["directives"]: fail(p, f"a code cell shows a #| directive or nbdev.showdoc: {code!r}", "raw markup")
         if v["words"] > MAX_WORDS: fail(p, f"{v['words']:,} words of prose (at most {MAX_WORDS:,})", "page length")
         for api, nparams, rows in v["api"]:
             if rows != nparams: fail(p, f"API block {api}: {rows} parameter rows for {nparams} parameters", "API reference")

@@ -122,7 +122,7 @@ def nbdev_read(path: Path):
     from nbdev.process import NBProcessor
     from nbdev.processors import add_show_docs
     raw = read_nb(path)
-    NBProcessor(nb=raw, procs=[add_show_docs]).process()
+    NBProcessor(nb=raw, procs=[add_show_docs], rm_directives=False).process()  # reader_view needs the #| lines
     keep = {"code": ("cell_type", "metadata", "source", "outputs", "execution_count"),
             "markdown": ("cell_type", "metadata", "source", "attachments"), "raw": ("cell_type", "metadata", "source")}
     cells = []

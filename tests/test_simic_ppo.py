@@ -352,7 +352,7 @@ def test_recurrent_ppo_epochs_safety_cap():
             state = torch.randn(10)
             action_mask = torch.ones(4)
             agent.store_recurrent_transition(
-                state, 0, -0.5, 0.5, 1.0, i == 4, action_mask, env_id=env_id
+                state, 0, -0.5, 0.5, 1.0, i == 4, action_mask, env_id
             )
 
     # n_epochs > 2 should warn (early warning)

@@ -75,17 +75,18 @@ def _transition(
 @patch
 def store_transition(
     self: PPOAgent,
-    state,
-    action,
-    log_prob: float,
-    value: float,
-    reward: float,
-    done: bool,
-    action_mask=None,
-    truncated: bool = False,
-    bootstrap_value: float | None = None,
-    final_state=None,
-    env_id: int = 0,
+    state,  # the observation's feature vector
+    action,  # the action taken: an int, or a dict of head indices (factored)
+    log_prob: float,  # its log-probability under the acting policy
+    value: float,  # the critic's value of `state`
+    reward: float,  # the reward that followed
+    done: bool,  # the episode ended here (its own last epoch: terminal)
+    action_mask=None,  # the legal actions at `state`
+    env_id: int = 0,  # the environment the step belongs to
+    *,
+    truncated: bool = False,  # the episode was cut here before its own end (bootstrap from the critic)
+    bootstrap_value: float | None = None,  # the critic's value of the final observation, with `truncated`
+    final_state=None,  # or that observation itself, for the critic to value
 ):
     "Store one step of env `env_id`; an episode end resets that env's recurrent hidden state."
     tr = self._transition(
@@ -99,23 +100,34 @@ def store_transition(
 @patch
 def store_recurrent_transition(
     self: PPOAgent,
-    state,
-    action,
-    log_prob,
-    value,
-    reward,
-    done,
-    action_mask=None,
-    truncated: bool = False,
-    bootstrap_value: float | None = None,
-    final_state=None,
-    env_id: int = 0,
+    state,  # the observation's feature vector
+    action,  # the action taken
+    log_prob,  # its log-probability under the acting policy
+    value,  # the critic's value of `state`
+    reward,  # the reward that followed
+    done,  # the episode ended here
+    action_mask=None,  # the legal actions at `state`
+    env_id: int = 0,  # the environment the step belongs to (its hidden state)
+    *,
+    truncated: bool = False,  # the episode was cut here before its own end
+    bootstrap_value: float | None = None,  # the critic's value of the final observation, with `truncated`
+    final_state=None,  # or that observation itself
 ):
     "Store one step of a recurrent policy's env `env_id` (`store_transition` for a recurrent agent, same arguments)."
     if not self.recurrent:
         raise ValueError("store_recurrent_transition needs PPOAgent(recurrent=True)")
     self.store_transition(
-        state, action, log_prob, value, reward, done, action_mask, truncated, bootstrap_value, final_state, env_id
+        state,
+        action,
+        log_prob,
+        value,
+        reward,
+        done,
+        action_mask,
+        env_id,
+        truncated=truncated,
+        bootstrap_value=bootstrap_value,
+        final_state=final_state,
     )
 
 # %% ../../../nbs/simic/agent/08b_ppo_update.ipynb #1a17b719
