@@ -2,19 +2,18 @@
 
 Usage: .venv/bin/python bench/bench_baseline.py [--epochs 30] [--seeds 0 1 2] [--hosts mnist1d_impaired mnist1d_baseline]
 """
-import argparse
 import statistics as st
 
 import torch
 
-from esper.cli import seed_int
+from esper.cli import DistinctSeeds, OneLineParser, seed_int
 from esper.cli.baseline import run_baseline
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--epochs", type=int, default=30)
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[0, 1, 2])
     ap.add_argument("--hosts", nargs="+", default=["mnist1d_impaired", "mnist1d_baseline"])
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default 1)")
     a = ap.parse_args()

@@ -9,13 +9,12 @@ Hyperparameters (RL-Zoo's CartPole-v1 PPO, with constant instead of linearly dec
 no entropy bonus, value coef 0.5, grad clip 0.5, tanh MLPs of width 64. Time-limit truncations (500 steps)
 bootstrap from the critic on both sides.
 """
-import argparse
 import time
 
 import numpy as np
 import torch
 
-from esper.cli import seed_int
+from esper.cli import DistinctSeeds, OneLineParser, seed_int
 from esper.leyline.files import write_json_atomic
 
 HP = dict(n_envs=8, n_steps=32, batch_size=256, n_epochs=20, gamma=0.98, gae_lambda=0.8, clip=0.2, lr=1e-3)
@@ -94,9 +93,9 @@ def summarize(curve, total_steps):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = OneLineParser()
     ap.add_argument("--steps", type=int, default=100_000)
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1])
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[0, 1])
     ap.add_argument("--out", default="/tmp/cartpole_curves.json")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()

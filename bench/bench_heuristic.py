@@ -5,12 +5,12 @@
 The static host runs through the very same episode runner with a controller that always waits,
 so both arms share host, optimizer, learning rate, data order and seed.
 """
-import argparse, statistics
+import statistics
 from pathlib import Path
 
 import torch
 
-from esper.cli import seed_int
+from esper.cli import DistinctSeeds, OneLineParser, seed_int
 from esper.tasks import get_task
 from esper.tamiyo import EpisodeConfig, HeuristicTamiyo, run_episode
 from esper.tamiyo.baselines import StaticTamiyo as Static
@@ -18,8 +18,8 @@ from esper.leyline.files import write_json_atomic
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1, 2])
+    ap = OneLineParser(description=__doc__)
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[0, 1, 2])
     ap.add_argument("--max-epochs", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None)

@@ -40,7 +40,7 @@ from typing import Any
 
 import torch
 
-from esper.cli import (OneLineParser, earlier_results, nonneg_int, positive_float, positive_int, seed_int,
+from esper.cli import (OneLineParser, earlier_results, nonneg_int, positive_float, positive_int, DistinctSeeds, seed_int,
                        seed_span_error)
 from esper.leyline.files import figure_bytes, json_text, write_files_atomic, write_json_atomic, write_text_atomic
 from esper.simic.agent.checkpoint import read_checkpoint
@@ -113,14 +113,14 @@ def build_parser() -> argparse.ArgumentParser:
     a("--max-batches", type=nonneg_int, default=None,
       help="training batches per epoch, 0 = every batch (short: 30, full: every batch)")
     a("--n-envs", type=positive_int, default=None, help="episodes per PPO update, stepped in lockstep (preset: 8)")
-    a("--train-seeds", "--run-seeds", type=seed_int, nargs="+", default=[0, 1, 2, 3, 4],
+    a("--train-seeds", "--run-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[0, 1, 2, 3, 4],
       help="PPO run seeds, one policy each; run k trains on task seeds k .. k + episodes / G - 1, G the "
            "--episodes-per-task-seed (default: 0 1 2 3 4)")
-    a("--eval-seeds", "--test-seeds", type=seed_int, nargs="+", default=None,
+    a("--eval-seeds", "--test-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=None,
       help="held-out task seeds of the final evaluation (short: 2000-2004; full: those and 3000-3009, since five "
            "seeds priced a second blueprint at a tenth of its cost on fifteen). Not 1000-1009: those are the tuning "
            "seeds, so results on them are not held out")
-    a("--curve-seeds", type=seed_int, nargs="+", default=[1000, 1001],
+    a("--curve-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1000, 1001],
       help="task seeds of the learning-curve evaluations during training (default: 1000 1001)")
     a("--eval-every", type=positive_int, default=16,
       help="training episodes between learning-curve evaluations; the last update is always evaluated (default: 16)")
@@ -202,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--no-peer", action="store_true",
       help="with --suite: leave out the MaskablePPO peer (about as long per run seed as its PPO training); its row "
            "says skipped, and a later --resume without this flag adds it")
-    a("--tune-seeds", type=seed_int, nargs="+", default=[1000, 1001],
+    a("--tune-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1000, 1001],
       help="with --suite: seeds that choose the oracle's plan, the best single rule and each policy's open-loop "
            "replay on every problem (default: 1000 1001)")
     a("--out", default=None, help="output folder (default: runs/bench_learning/<preset>, or <suite> with --suite)")

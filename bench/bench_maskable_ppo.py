@@ -14,7 +14,6 @@ does not allow is executed as WAIT by the env and counted below as "illegal".
 Evaluation: deterministic masked actions on held-out task seeds, with each run's VecNormalize statistics frozen;
 the static host (WAIT every epoch) on the same seeds is printed for reference.
 """
-import argparse
 import math
 import statistics
 import tempfile
@@ -25,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from esper.cli import seed_int
+from esper.cli import DistinctSeeds, OneLineParser, seed_int
 from esper.leyline.files import write_json_atomic
 from esper.leyline.stats import mean_ci95
 from esper.simic.envs.gym_env import GrowthEnv
@@ -136,12 +135,12 @@ def fmt(m: float, h: float, digits: int=1) -> str:
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = OneLineParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", choices=sorted(PRESETS), default="short", help="episode length and batches per epoch")
     p.add_argument("--episodes", type=int, default=160,
                    help="training episodes per seed (rounded up to a multiple of 4)")
-    p.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1, 2, 3, 4], help="training seeds")
-    p.add_argument("--eval-seeds", type=seed_int, nargs="+", default=[2000, 2001, 2002, 2003, 2004],
+    p.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[0, 1, 2, 3, 4], help="training seeds")
+    p.add_argument("--eval-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[2000, 2001, 2002, 2003, 2004],
                    help="held-out task seeds")
     p.add_argument("--out", default="runs/bench_maskable_ppo.json", help="JSON with the config, curves and results")
     p.add_argument("--overwrite", action="store_true", help="replace the results of an earlier run in --out")

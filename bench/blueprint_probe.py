@@ -21,7 +21,7 @@ import time
 import torch
 from torch import nn
 
-from esper.cli import OneLineParser, positive_int, seed_int
+from esper.cli import OneLineParser, positive_int, DistinctSeeds, seed_int
 from esper.kasmina import blueprints as B
 from esper.kasmina.model import MorphogeneticModel, _blueprint_cost
 from esper.leyline import BLUEPRINTS, BlendAlgorithm
@@ -103,7 +103,7 @@ def main(argv: list[str]|None=None) -> None:
     ap.add_argument("--every-plan", action="store_true",
                     help="instead of --runs, every plan of today's blueprints side by side: each alone in block 1, "
                          "then each ordered pair within the budget (29 runs)")
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1000, 1001, 1002, 1003, 1004],
                     help="task seeds (default: 1000-1004, never the held-out 2000-2004)")
     ap.add_argument("--blend", choices=[b.value for b in BlendAlgorithm], default="linear",
                     help="blend curve of every seed, as a factored policy's blend head would choose it (default: "

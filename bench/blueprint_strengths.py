@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from esper.cli import OneLineParser, positive_int, seed_int
+from esper.cli import OneLineParser, positive_int, DistinctSeeds, seed_int
 from esper.kasmina import blueprints as B
 from esper.kasmina.model import _blueprint_cost
 from esper.leyline import BLUEPRINTS
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True, help="JSON file for the rows, the summary and the table")
     ap.add_argument("--overwrite", action="store_true", help="replace an existing --out")
     ap.add_argument("--workers", type=positive_int, default=2, help="worker processes (default: 2)")
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[1000, 1001], help="task seeds (default: 1000 1001)")
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1000, 1001], help="task seeds (default: 1000 1001)")
     ap.add_argument("--epochs", type=positive_int, default=12, help="epochs per episode, every batch (default: 12)")
     ap.add_argument("--batches", type=positive_int, default=None, help="batches per epoch (default: every batch)")
     ap.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS), help="variants to play")

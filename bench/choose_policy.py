@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_learning as bl  # (the benchmark's episode settings, play() and task seeds)
 
-from esper.cli import OneLineParser, positive_int, seed_int
+from esper.cli import OneLineParser, positive_int, DistinctSeeds, seed_int
 from esper.leyline.files import write_json_atomic
 from stoppable_pool import stoppable_pool, stops_in_one_line
 
@@ -64,7 +64,7 @@ def gap(policy: dict[int, float], rule: dict[int, float]) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="choose_policy.py")
     ap.add_argument("--run", required=True, help="a bench_learning.py output folder trained with --keep-policies")
-    ap.add_argument("--validation-seeds", type=seed_int, nargs="+", default=[1005, 1006, 1007],
+    ap.add_argument("--validation-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1005, 1006, 1007],
                     help="task seeds the choice is made on (default: 1005 1006 1007)")
     ap.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
                     help="worker processes, one torch thread each (default: os.cpu_count())")

@@ -20,7 +20,7 @@ import torch
 from stoppable_pool import stops_in_one_line
 
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
-from esper.cli import OneLineParser, seed_int
+from esper.cli import OneLineParser, DistinctSeeds, seed_int
 from esper.leyline import ActionSpace
 from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.agent.networks import apply_mask
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problems", nargs="+", default=None, metavar="NAME",
                     help="play these problems of train instead of --suite (default: off)")
     ap.add_argument("--trained-on", default="train", help="the suite the policies trained on (default: train)")
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[1000, 1001], help="task seeds (default: 1000 1001)")
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1000, 1001], help="task seeds (default: 1000 1001)")
     ap.add_argument("--out", required=True, help="the JSON file to write")
     ap.add_argument("--overwrite", action="store_true", help="replace an earlier --out file (default: refuse)")
     args = ap.parse_args(argv)

@@ -20,7 +20,6 @@ turns such a folder into the compact `summary.json` the "Why Tamiyo learns" chap
 
 On 2 cores one variant x seed takes about 6 minutes; the chapter's data came from 16 workers on a 16-core machine.
 """
-import argparse
 import json
 import os
 import statistics
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 
 from stoppable_pool import stoppable_pool, stops_in_one_line
-from esper.cli import seed_int
+from esper.cli import DistinctSeeds, OneLineParser, seed_int
 from esper.leyline.files import write_json_atomic
 
 VARIANTS = ("flat", "factored", "bootstrap", "nogate", "noprob", "rent02", "rent0")
@@ -116,9 +115,9 @@ def collect(folder: str, summary: str) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = OneLineParser(description=__doc__.splitlines()[0])
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[0, 1, 2], help="PPO run seeds")
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[0, 1, 2], help="PPO run seeds")
     ap.add_argument("--episodes", type=int, default=160,
                     help="training episodes per run; entropy anneals 0.05 -> 0.01 over the first 3/4 (default: 160)")
     ap.add_argument("--workers", type=int, default=os.cpu_count(), help="processes (one run each)")

@@ -17,7 +17,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_learning as bl  # (the benchmark's presets, episode settings and controllers)
 
-from esper.cli import OneLineParser, seed_int
+from esper.cli import OneLineParser, DistinctSeeds, seed_int
 from esper.simic.envs.env import PPOController, decode_action
 from esper.tamiyo.episode import run_episode
 from esper.tasks import get_task
@@ -64,7 +64,7 @@ class Timeline:
 def main(argv: list[str] | None = None) -> int:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="replay_actions.py")
     ap.add_argument("--preset", choices=sorted(bl.PRESETS), default="full", help="episode settings (default: full)")
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[2000], help="task seeds to play (default: 2000)")
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[2000], help="task seeds to play (default: 2000)")
     ap.add_argument("--checkpoints", nargs="*", default=[], help="trained policies (agent.pt of a benchmark run)")
     ap.add_argument("--rules", nargs="*", default=[], help="fixed rules by name, e.g. concurrent:conv_heavy+conv_small")
     ap.add_argument("--probs", action="store_true",

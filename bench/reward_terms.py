@@ -40,7 +40,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_learning as bl  # (the presets' episode and reward settings)
 
-from esper.cli import OneLineParser, positive_int, seed_int
+from esper.cli import OneLineParser, positive_int, DistinctSeeds, seed_int
 from esper.leyline import DEFAULT_GAMMA
 from esper.simic.envs.env import act, load_ppo_controller, step_reward
 from esper.simic.envs.rewards import RewardConfig
@@ -172,7 +172,7 @@ def main(argv: list[str]|None=None) -> None:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="reward_terms.py")
     ap.add_argument("--rules", nargs="+", default=list(DEFAULT_RULES), metavar="RULE",
                     help=f"fixed rules' names, two or more (default: {' '.join(DEFAULT_RULES)})")
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1000, 1001, 1002, 1003, 1004],
                     help="task seeds, two or more (default: 1000-1004, never the held-out 2000-2004)")
     ap.add_argument("--preset", choices=tuple(bl.PRESETS), default="full",
                     help="whose episodes the rules play and whose rent they pay (default: full)")

@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from esper.cli import OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
+from esper.cli import OneLineParser, add_overwrite_argument, earlier_results, positive_int, DistinctSeeds, seed_int
 from esper.leyline.files import OutputError, check_output_dir, check_output_file, figure_bytes, json_text, \
     write_files_atomic
 from esper.tamiyo.plan_search import TEST_SEEDS, TUNE_SEEDS, PlayCache, search
@@ -83,9 +83,9 @@ def main(argv: list[str] | None = None) -> None:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="suite_headroom.py")
     ap.add_argument("--suite", default="heldout", help=f"a suite: {', '.join(SUITES)} (default: heldout)")
     ap.add_argument("--workers", type=positive_int, default=1, help="worker processes (default: 1)")
-    ap.add_argument("--tune-seeds", type=seed_int, nargs="+", default=list(TUNE_SEEDS),
+    ap.add_argument("--tune-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=list(TUNE_SEEDS),
                     help=f"seeds that choose plans (default: {' '.join(map(str, TUNE_SEEDS))})")
-    ap.add_argument("--test-seeds", type=seed_int, nargs="+", default=list(TEST_SEEDS),
+    ap.add_argument("--test-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=list(TEST_SEEDS),
                     help=f"seeds that report (default: {' '.join(map(str, TEST_SEEDS))})")
     ap.add_argument("--epochs", type=positive_int, nargs="+", default=[1],
                     help="planting epochs each germination of the plan search tries (default: 1)")

@@ -23,7 +23,7 @@ import torch
 
 import bench_learning as bl  # bench/ is on sys.path: this script's own folder
 from stoppable_pool import stoppable_pool
-from esper.cli import OneLineParser, seed_int
+from esper.cli import OneLineParser, DistinctSeeds, seed_int
 from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
 from esper.simic.trainers.suite_benchmark import play_policy
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--problems", nargs="+", default=None, metavar="NAME",
                     help="train on, draw the curve on and eval on these problems of train (default: the suites)")
     ap.add_argument("--judge", default="tune", help="eval: the suite played (default: tune)")
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1000, 1001, 1002, 1003, 1004],
                     help="eval: the task seeds (default: the tune seeds 1000-1004)")
     ap.add_argument("--workers", type=int, default=2, help="eval: worker processes (default: 2)")
     ap.add_argument("--overwrite", action="store_true", help="eval: replace an earlier --out file (default: refuse)")

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from esper.cli import OneLineParser, nonneg_int, positive_int, seed_int
+from esper.cli import OneLineParser, nonneg_int, positive_int, DistinctSeeds, seed_int
 from esper.leyline import LifecycleOp, SeedStage
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
@@ -72,7 +72,7 @@ def main(argv: list[str]|None=None) -> None:
                     help="epochs each gated move waits after its gate opens (default: 0 1 2 4)")
     ap.add_argument("--rule", default="conv_heavy+conv_small",
                     help="blueprints planted side by side, joined by + (default: conv_heavy+conv_small)")
-    ap.add_argument("--seeds", type=seed_int, nargs="+", default=[1000, 1001, 1002, 1003, 1004],
+    ap.add_argument("--seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1000, 1001, 1002, 1003, 1004],
                     help="task seeds (default: 1000-1004, never the held-out 2000-2004)")
     ap.add_argument("--max-epochs", type=positive_int, default=FULL.max_epochs,
                     help=f"epochs per run, >= 2 (default: {FULL.max_epochs})")

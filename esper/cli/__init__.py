@@ -4,10 +4,10 @@
 
 # %% auto #0
 __all__ = ['SUBCOMMANDS', 'positive_int', 'nonneg_int', 'SEED_MAX', 'LOCK_NAME', 'OneLineParser', 'positive_float', 'seed_int',
-           'seed_span_error', 'telemetry_level_error', 'download_error', 'suite_error', 'add_task_arguments',
-           'add_telemetry_arguments', 'build_parser', 'check_data_dir', 'guarded_outputs', 'add_overwrite_argument',
-           'earlier_results', 'refuse_earlier_results', 'Terminated', 'interrupt_status', 'sigterm_as_interrupt',
-           'main']
+           'seed_span_error', 'DistinctSeeds', 'telemetry_level_error', 'download_error', 'suite_error',
+           'add_task_arguments', 'add_telemetry_arguments', 'build_parser', 'check_data_dir', 'guarded_outputs',
+           'add_overwrite_argument', 'earlier_results', 'refuse_earlier_results', 'Terminated', 'interrupt_status',
+           'sigterm_as_interrupt', 'main']
 
 # %% ../../nbs/cli/00_cli.ipynb #54967315
 import argparse
@@ -102,6 +102,18 @@ def seed_span_error(
         f"{flag} {first} with {why} uses seeds up to {last}, past the largest seed {SEED_MAX}; "
         f"give {flag} at most {SEED_MAX - count + 1}"
     )
+
+# %% ../../nbs/cli/00_cli.ipynb #2d46dcbb
+class DistinctSeeds(argparse.Action):
+    "argparse action for a list of seeds (`type=seed_int, nargs='+'`): each seed once, in the order given."
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = set()
+        for v in values:
+            if v in seen:
+                parser.error(f"{option_string}: seed {v} is given twice; give each seed once (it would count twice)")
+            seen.add(v)
+        setattr(namespace, self.dest, list(values))
 
 # %% ../../nbs/cli/00_cli.ipynb #c5c524ac
 def telemetry_level_error(args) -> str | None:

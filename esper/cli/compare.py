@@ -19,6 +19,7 @@ from esper.cli import (
     add_task_arguments,
     check_data_dir,
     guarded_outputs,
+    DistinctSeeds,
     seed_int,
     positive_int,
     refuse_earlier_results,
@@ -294,7 +295,12 @@ def add_parser(subparsers) -> None:
     )
     p.add_argument("--checkpoint", default=None, help="PPO checkpoint written by `esper-train ppo --save`")
     p.add_argument(
-        "--seeds", type=seed_int, nargs="+", default=[0, 1, 2], help=f"seeds in [0, {SEED_MAX}] (default: 0 1 2)"
+        "--seeds",
+        type=seed_int,
+        nargs="+",
+        action=DistinctSeeds,
+        default=[0, 1, 2],
+        help=f"seeds in [0, {SEED_MAX}] (default: 0 1 2)",
     )
     p.add_argument("--max-epochs", type=positive_int, default=20, help="epochs per episode (default: 20)")
     p.add_argument(
