@@ -58,7 +58,7 @@ REFUSED = [  # (subcommand, its flags, the flag the line must name, words it mus
     ("compare", ["--fixed-rule", "conv_small"], "--fixed-rule", "add fixed to --controllers"),
     ("compare", ["--fixed-concurrent"], "--fixed-concurrent", "add fixed to --controllers"),
     ("compare", ["--controllers", "static", "fixed", "--fixed-rule", "nope"], "--fixed-rule", "invalid choice"),
-    ("compare", ["--seeds", "1", "1"], "--seeds", "repeats 1"),
+    ("compare", ["--seeds", "1", "1"], "--seeds", "seed 1 is given twice"),
     ("compare", ["--controllers", "fixed", "--blueprints", "norm"], "--fixed-rule", "not on the --blueprints menu"),
     ("compare", ["--blueprints", "norm", "norm", "--fixed-rule", "norm"], "--blueprints", "repeats norm"),
     ("compare", ["--blueprints", "resnet"], "--blueprints", "invalid choice"),

@@ -221,16 +221,23 @@ def guarded_outputs(
     "Check every output location, then hold a lock on each while the block runs (a second writer is refused)."
     folders = {flag: Path(p).expanduser() for flag, p in (folders or {}).items() if p is not None}
     files = {flag: Path(p).expanduser() for flag, p in (files or {}).items() if p is not None}
-    for flag, folder in folders.items():
-        check_output_dir(folder, flag)
-    for flag, file in files.items():
-        check_output_file(file, flag)
-    locks = {(f.resolve() / LOCK_NAME): f"{flag} {f}" for flag, f in folders.items()}
-    locks |= {Path(str(f.resolve()) + ".lock"): f"{flag} {f}" for flag, f in files.items()}
-    with contextlib.ExitStack() as stack:
-        for lock_file, what in sorted(locks.items()):
-            stack.enter_context(RunLock(lock_file, what))
-        yield
+    created = [f for f in folders.values() if not f.exists()]  # a refused or failed run removes these if still empty
+    try:
+        for flag, folder in folders.items():
+            check_output_dir(folder, flag)
+        for flag, file in files.items():
+            check_output_file(file, flag)
+        locks = {(f.resolve() / LOCK_NAME): f"{flag} {f}" for flag, f in folders.items()}
+        locks |= {Path(str(f.resolve()) + ".lock"): f"{flag} {f}" for flag, f in files.items()}
+        with contextlib.ExitStack() as stack:
+            for lock_file, what in sorted(locks.items()):
+                stack.enter_context(RunLock(lock_file, what))
+            yield
+    except BaseException:
+        for folder in created:
+            with contextlib.suppress(OSError):  # not empty: what the run wrote there is kept
+                folder.rmdir()
+        raise
 
 # %% ../../nbs/cli/00_cli.ipynb #60e2cdb9
 def add_overwrite_argument(p: argparse.ArgumentParser) -> None:

@@ -29,7 +29,7 @@ from ..kasmina import check_blueprint_menu, registered_blueprints
 from ..leyline import BLUEPRINTS, ActionSpace
 from ..leyline.files import OutputError, check_output_dir, figure_bytes, json_text, write_files_atomic
 from ..leyline.stats import mean_ci95
-from ..tasks import get_task
+from ..tasks import TASK_FAMILIES, get_task, preset_block_names
 from ..tamiyo.baselines import RandomTamiyo, ScheduleTamiyo, StaticTamiyo
 from ..tamiyo.episode import EpisodeConfig, run_episode
 from ..tamiyo.heuristic import HeuristicTamiyo
@@ -350,6 +350,14 @@ def _compare_flags_error(args) -> str | None:
         if args.fixed_rule != list(DEFAULT_FIXED_RULE) or args.fixed_concurrent:
             flag = "--fixed-rule" if args.fixed_rule != list(DEFAULT_FIXED_RULE) else "--fixed-concurrent"
             return f"{flag} sets the 'fixed' controller, which --controllers leaves out; add fixed to --controllers"
+    if args.suite is None and (args.controllers is None or "fixed" in controllers):
+        host = args.host or TASK_FAMILIES[args.task].default_host
+        slots = preset_block_names(host)
+        if len(args.fixed_rule) > len(slots):
+            return (
+                f"--fixed-rule names {len(args.fixed_rule)} blueprints, one per slot, but host {host!r} has "
+                f"{len(slots)} slots ({', '.join(slots)}); give at most {len(slots)}"
+            )
     off_menu = [b for b in args.fixed_rule if b not in args.blueprints]  # a suite's own menus are checked on it
     if off_menu and args.suite is None and (args.controllers is None or "fixed" in controllers):
         return (

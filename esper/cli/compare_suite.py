@@ -15,6 +15,7 @@ from ..leyline import ActionSpace
 from ..leyline.files import check_output_dir, write_files_atomic
 from ..tamiyo.episode import EpisodeConfig, run_episode
 from ..tamiyo.problems import Suite, get_suite
+from ..tasks import TASK_FAMILIES, preset_block_names
 
 # %% ../../nbs/cli/04a_compare_suite.ipynb #833ec098
 def _check_suite_comparison(
@@ -34,6 +35,12 @@ def _check_suite_comparison(
     if bad:
         raise ValueError(f"unknown controller(s) {bad}; choose from {', '.join(CONTROLLERS)}")
     for p in suite.problems if "fixed" in controllers else ():
+        slots = p.slots or preset_block_names(p.host or TASK_FAMILIES[p.task].default_host)
+        if len(fixed_rule) > len(slots):
+            raise ValueError(
+                f"fixed_rule names {len(fixed_rule)} blueprints, one per slot, but problem {p.name!r} has "
+                f"{len(slots)} slots ({', '.join(slots)}); give at most {len(slots)}"
+            )
         off = [b for b in fixed_rule if b not in p.blueprints]
         if off:
             raise ValueError(

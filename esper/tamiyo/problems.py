@@ -12,12 +12,35 @@ import random
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+import torch
 from fastcore.basics import patch
 
 from ..kasmina import check_blueprint_menu, family_for_dims
 from ..leyline import BLUEPRINTS
 from .episode_parts import EpisodeConfig
-from ..tasks import TASK_FAMILIES, Task, count_parameters, get_task, hosts_for
+from ..tasks import TASK_FAMILIES, Task, build_host, count_parameters, get_task, hosts_for
+
+# %% ../../nbs/tamiyo/06_problems.ipynb #84a2e418
+def _check_host(
+    problem: Any,  # a `GrowthProblem` being made
+    family: Any,  # its task family
+    where: str,  # "problem 'name'", for messages
+) -> None:
+    "Its slots and parameter budget against its host, built once where the family knows its inputs (RNG untouched)."
+    if family.input_shape is None:
+        return
+    preset = problem.host or family.default_host
+    with torch.random.fork_rng(devices=[]):  # making a problem must not change what a seeded run draws next
+        host = build_host(preset, family.input_shape[0], family.n_classes, family.input_shape[1:])
+    names = tuple(host.block_names)
+    unknown = [s for s in problem.slots or () if s not in names]
+    if unknown:
+        raise ValueError(f"{where}: unknown slot(s) {', '.join(unknown)}; host {preset!r} has: {', '.join(names)}")
+    own = count_parameters(host)
+    if problem.param_budget is not None and problem.param_budget < own:
+        raise ValueError(
+            f"{where}: param_budget {problem.param_budget:,} is below the {own:,} parameters of its host {preset!r}"
+        )
 
 # %% ../../nbs/tamiyo/06_problems.ipynb #859e9f03
 @dataclass(frozen=True)
@@ -67,8 +90,12 @@ class GrowthProblem:
                     + f" (got {v!r})"
                 )
         c = self.compute_budget
-        if c is not None and (isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < float("inf")):
-            raise ValueError(f"{where}: compute_budget must be a positive number of host epochs or None (got {c!r})")
+        if c is not None and (isinstance(c, bool) or not isinstance(c, (int, float)) or not 1 <= c < float("inf")):
+            raise ValueError(
+                f"{where}: compute_budget must be a number of host epochs >= 1 (an episode trains whole epochs) "
+                f"or None (got {c!r})"
+            )
+        _check_host(self, family, where)
 
 # %% ../../nbs/tamiyo/06_problems.ipynb #8098dc61
 @patch(as_prop=True)

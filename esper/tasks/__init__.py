@@ -4,13 +4,14 @@
 
 # %% auto #0
 __all__ = ['BUILTIN_TASKS', 'HOST_PRESETS', 'BasicBlock', 'CifarResNet', 'ConvBlock', 'ConvHost', 'HOST_ARCHITECTURES',
-           'HostPreset', 'build_host', 'count_parameters', 'hosts_for', 'register_host', 'HELDOUT_SEEDS_FROM',
-           'TASK_FAMILIES', 'TASK_NAMES', 'TRAINING_DATA_SEED', 'InvalidTaskData', 'Setting', 'Splits', 'Task',
-           'TaskConfig', 'TaskDataError', 'TaskFamily', 'TensorBatches', 'data_seed_for', 'default_data_dir',
-           'get_task', 'register_task', 'split_sizes', 'tensor_loader', 'MNIST1D', 'MNIST1D_CLASSES', 'MNIST1D_LENGTH',
-           'MNIST1D_SETTINGS', 'MNIST1D_SPLITS', 'load_mnist1d', 'load_mnist1d_arrays', 'mnist1d_cache_name',
-           'validate_arrays', 'DIGITS', 'DIGITS_SETTINGS', 'digits_arrays', 'load_digits_task', 'CIFAR10',
-           'CIFAR10_MEAN', 'CIFAR10_SETTINGS', 'CIFAR10_STD', 'load_cifar10', 'load_cifar10_datasets', 'task_from_data']
+           'HostPreset', 'build_host', 'preset_block_names', 'count_parameters', 'hosts_for', 'register_host',
+           'HELDOUT_SEEDS_FROM', 'TASK_FAMILIES', 'TASK_NAMES', 'TRAINING_DATA_SEED', 'InvalidTaskData', 'Setting',
+           'Splits', 'Task', 'TaskConfig', 'TaskDataError', 'TaskFamily', 'TensorBatches', 'data_seed_for',
+           'default_data_dir', 'get_task', 'register_task', 'split_sizes', 'tensor_loader', 'MNIST1D',
+           'MNIST1D_CLASSES', 'MNIST1D_LENGTH', 'MNIST1D_SETTINGS', 'MNIST1D_SPLITS', 'load_mnist1d',
+           'load_mnist1d_arrays', 'mnist1d_cache_name', 'validate_arrays', 'DIGITS', 'DIGITS_SETTINGS', 'digits_arrays',
+           'load_digits_task', 'CIFAR10', 'CIFAR10_MEAN', 'CIFAR10_SETTINGS', 'CIFAR10_STD', 'load_cifar10',
+           'load_cifar10_datasets', 'task_from_data']
 
 # %% ../../nbs/tasks/09_tasks.ipynb #04c76b90
 from esper.tasks.hosts import (
@@ -22,6 +23,7 @@ from esper.tasks.hosts import (
     HOST_ARCHITECTURES,
     HostPreset,
     build_host,
+    preset_block_names,
     count_parameters,
     hosts_for,
     register_host,
@@ -83,6 +85,7 @@ _all_ = [
     "HOST_ARCHITECTURES",
     "HostPreset",
     "build_host",
+    "preset_block_names",
     "count_parameters",
     "hosts_for",
     "register_host",

@@ -116,4 +116,6 @@ CIFAR10 = TaskFamily(
     settings=CIFAR10_SETTINGS,
     description="CIFAR-10 through torchvision (downloaded once with --download)",
     offline=False,
+    input_shape=(3, 32, 32),
+    n_classes=10,
 )

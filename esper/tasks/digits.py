@@ -93,4 +93,6 @@ DIGITS = TaskFamily(
     default_host="digits_impaired",
     settings=DIGITS_SETTINGS,
     description="scikit-learn's 8x8 handwritten digits (1,797 images, 10 classes), shipped offline",
+    input_shape=(1, 8, 8),
+    n_classes=10,
 )

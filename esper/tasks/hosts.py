@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['HOST_PRESETS', 'HOST_ARCHITECTURES', 'ConvBlock', 'ConvHost', 'BasicBlock', 'CifarResNet', 'HostPreset',
-           'register_host', 'hosts_for', 'build_host', 'count_parameters']
+           'register_host', 'hosts_for', 'build_host', 'preset_block_names', 'count_parameters']
 
 # %% ../../nbs/tasks/00_hosts.ipynb #01d9c3f5
 from dataclasses import dataclass
@@ -44,6 +44,8 @@ class ConvBlock(nn.Sequential):
 class ConvHost(nn.Module):
     "A classifier made of named conv blocks (each one an injection point) and a linear head."
 
+    block_prefix = "block"  # the blocks are called block1, block2, ...
+
     def __init__(
         self,
         in_channels: int,  # channels of the input
@@ -59,7 +61,7 @@ class ConvHost(nn.Module):
             raise ValueError("widths and kernel_sizes must have the same length")
         self.dims, self.in_channels, self.input_size = len(input_size), in_channels, tuple(input_size)
         chans = (in_channels, *widths)
-        self.block_names = tuple(f"block{i + 1}" for i in range(len(widths)))
+        self.block_names = tuple(f"{self.block_prefix}{i + 1}" for i in range(len(widths)))
         for i, (name, k) in enumerate(zip(self.block_names, kernel_sizes)):  # named submodules: the slot points
             self.add_module(name, ConvBlock(chans[i], chans[i + 1], k, self.dims, pool))
         self.block_channels = tuple(widths)
@@ -119,6 +121,8 @@ class BasicBlock(nn.Module):
 class CifarResNet(nn.Module):
     "A CIFAR-style ResNet: a 3x3 stem, stages of basic blocks (`stage1`, ...; each after the first halves the size)."
 
+    block_prefix = "stage"  # the stages are called stage1, stage2, ...
+
     def __init__(
         self,
         in_channels: int,  # channels of the input
@@ -138,7 +142,7 @@ class CifarResNet(nn.Module):
         self.stem = nn.Sequential(
             nn.Conv2d(in_channels, widths[0], 3, 1, 1, bias=False), nn.BatchNorm2d(widths[0]), nn.ReLU()
         )
-        self.block_names = tuple(f"stage{i + 1}" for i in range(len(widths)))
+        self.block_names = tuple(f"{self.block_prefix}{i + 1}" for i in range(len(widths)))
         chans = (widths[0], *widths)
         for i, (name, k) in enumerate(zip(self.block_names, kernel_sizes)):
             stride = 1 if i == 0 else 2
@@ -277,6 +281,17 @@ def build_host(
         )
     cls = HOST_ARCHITECTURES[p.architecture]
     return cls(in_channels, n_classes, p.widths, p.kernel_sizes, input_size, global_pool=p.global_pool)
+
+
+def preset_block_names(
+    preset: str,  # a key of `HOST_PRESETS`
+) -> tuple[str, ...]:
+    "The blocks (default slots) a preset's host has, without building it: `block1`, ... or `stage1`, ..."
+    if preset not in HOST_PRESETS:
+        raise ValueError(f"unknown host preset {preset!r}; choose one of: {', '.join(HOST_PRESETS)}")
+    p = HOST_PRESETS[preset]
+    prefix = HOST_ARCHITECTURES[p.architecture].block_prefix
+    return tuple(f"{prefix}{i + 1}" for i in range(len(p.widths)))
 
 
 def count_parameters(module: nn.Module) -> int:

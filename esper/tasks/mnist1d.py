@@ -32,7 +32,9 @@ MNIST1D_SETTINGS: dict[str, Setting] = {
     "iid_noise_scale": Setting(0.02, "scale of the independent noise added at each position", 0.0, 0.5),
     "shear_scale": Setting(0.75, "largest shear applied to a template", 0.0, 2.0),
     "scale_coeff": Setting(0.4, "largest relative stretch of a template", 0.0, 1.0),
-    "max_translation": Setting(48, "largest shift of a template along the padded signal", 0, 48),
+    "max_translation": Setting(
+        48, "largest shift of a template along the padded signal (the generator needs >= 1)", 1, 48
+    ),
     "shuffle_seq": Setting(False, "permute the 40 positions, the same way in every signal: order carries nothing"),
 }
 
@@ -189,4 +191,6 @@ MNIST1D = TaskFamily(
     default_host="mnist1d_impaired",
     settings=MNIST1D_SETTINGS,
     description="MNIST-1D (Greydanus 2020): 40-long signals in 10 classes, generated offline",
+    input_shape=(1, MNIST1D_LENGTH),
+    n_classes=10,
 )

@@ -165,6 +165,8 @@ class TaskFamily:
     settings: dict[str, Setting] = field(default_factory=dict)  # the family's settings by name
     description: str = ""  # one line for listings
     offline: bool = True  # False when the data must be downloaded once (tests and CI never do)
+    input_shape: tuple[int, ...] | None = None  # one input's shape, when it is known without loading (problem checks)
+    n_classes: int | None = None  # classes, when known without loading
 
     def resolve(
         self,

@@ -1,0 +1,36 @@
+"""A refusal is one line and leaves nothing behind (issue 76): a fixed rule with more blueprints than the host has slots
+is refused before any episode (at 4a970d9 it was accepted and recorded as given), and a refused command removes the
+output folder it created (at 4a970d9 `compare --suite` left an empty one)."""
+import pytest
+
+from esper.cli import main
+
+
+@pytest.mark.parametrize("where", [[], ["--suite", "tiny"]], ids=["one-problem", "suite"])
+def test_a_fixed_rule_longer_than_the_slots_is_refused_and_leaves_no_folder(where, tmp_path, capsys):
+    out = tmp_path / "cmp"
+    argv = ["compare", *where, "--controllers", "fixed", "--fixed-rule", "conv_small", "conv_small", "conv_small",
+            "--seeds", "2000", "--out", str(out)]
+    try:
+        code = main(argv)  # refused while running: 1
+    except SystemExit as e:  # refused while parsing: 2
+        code = e.code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code in (1, 2) and len(err) == 1, err
+    assert "3 blueprints, one per slot" in err[0] and "has 2 slots (block1, block2)" in err[0], err[0]
+    assert not out.exists()
+
+
+def test_a_run_that_wrote_something_keeps_its_folder(tmp_path):
+    from esper.cli import guarded_outputs
+
+    out = tmp_path / "kept"
+    with pytest.raises(RuntimeError):
+        with guarded_outputs({"--out": out}):
+            (out / "partial.json").write_text("{}")
+            raise RuntimeError("stopped")
+    assert (out / "partial.json").exists()
+    with pytest.raises(RuntimeError):
+        with guarded_outputs({"--out": tmp_path / "empty"}):
+            raise RuntimeError("refused")
+    assert not (tmp_path / "empty").exists()
