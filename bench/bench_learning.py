@@ -57,7 +57,7 @@ from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tamiyo.features import FEATURE_SETS
-from esper.tasks import get_task
+from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED, get_task
 from esper.tolaria import LR_SCHEDULES
 from stoppable_pool import stoppable_pool, stops_in_one_line  # bench/ is on sys.path: this script's own folder
 
@@ -293,6 +293,12 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
             ap.error(f"--{flag.replace('_', '-')} {seen} are task seeds that training episodes use "
                      f"(run k trains on seeds k .. k + {(args.episodes - 1) // args.episodes_per_task_seed}); "
                      "pick seeds outside them")
+    for flag in ("eval_seeds", "curve_seeds") + (("tune_seeds",) if args.suite else ()):
+        shared = sorted(s for s in getattr(args, flag) if s < HELDOUT_SEEDS_FROM)
+        if shared:
+            ap.error(f"--{flag.replace('_', '-')} {shared}: task seeds below {HELDOUT_SEEDS_FROM} share the training "
+                     f"data (data seed {TRAINING_DATA_SEED}), so they are not held out; give seeds from "
+                     f"{HELDOUT_SEEDS_FROM} up")
     try:
         args.schedules = [schedule_name(s) for s in args.schedules]
     except ValueError as e:

@@ -98,6 +98,10 @@ def main(argv: list[str] | None = None) -> None:
         suite = get_suite(a.suite)
     except ValueError as e:
         ap.error(f"--suite: {e}")
+    late = sorted({e for p in suite.problems for e in a.epochs if e >= p.max_epochs})
+    if late:
+        ap.error(f"--epochs {' '.join(map(str, late))}: a seed planted at or after an episode's last epoch never grows "
+                 f"(the shortest problem of {a.suite} has {min(p.max_epochs for p in suite.problems)} epochs)")
     if set(a.tune_seeds) & set(a.test_seeds):
         ap.error("--tune-seeds and --test-seeds must not share a seed: nothing may be chosen on a reporting seed")
     found = earlier_results(a.out, FILES)
@@ -107,13 +111,14 @@ def main(argv: list[str] | None = None) -> None:
     try:  # both are checked before the first episode, not after the last
         check_output_dir(a.out, "--out")
         check_output_file(a.cache, "--cache")
-    except OutputError as e:
+        cache = PlayCache(a.cache)
+    except (OutputError, PermissionError) as e:
         ap.error(str(e))
     t0, played = time.perf_counter(), []
     on_row = lambda row: played.append(row) or print(f"{row['problem']} {row['controller']} seed {row['seed']}: "
                                                      f"{row['test_accuracy']:.1f}% ({row['seconds']:.0f} s)", flush=True)
     with stops_in_one_line("suite_headroom.py", f"the episodes played so far are kept in {a.cache}"):
-        r = search(suite, PlayCache(a.cache), a.workers, tuple(a.epochs), tuple(a.tune_seeds), tuple(a.test_seeds),
+        r = search(suite, cache, a.workers, tuple(a.epochs), tuple(a.tune_seeds), tuple(a.test_seeds),
                    on_row=on_row)
     r["seconds"] = round(time.perf_counter() - t0, 1)
     r["episodes_played"] = len(played)

@@ -61,8 +61,13 @@ def test_bad_values_are_one_line_errors(capsys, tmp_path):
     rc = main(["ppo", "--max-epochs", "1", "--n-episodes", "1", "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2 and "--max-epochs must be >= 2" in err and len(err.strip().splitlines()) == 1  # before any work
-    rc = main(["ppo", "--resume", str(tmp_path / "nope.pt"), "--n-episodes", "1", "--max-epochs", "2", "--no-progress"])
+    rc = main(["ppo", "--resume", str(tmp_path / "nope.pt"), "--n-episodes", "1", "--max-epochs", "2", "--no-progress",
+               "--save", str(tmp_path / "nope.pt")])
     assert rc == 1
+    capsys.readouterr()
+    rc = main(["ppo", "--resume", str(tmp_path / "nope.pt"), "--n-episodes", "1", "--max-epochs", "2"])  # issue 76
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "without --save nothing keeps what it adds" in err[0], err
 
 
 def test_lr_schedule_is_part_of_the_run(tmp_path, capsys):

@@ -34,3 +34,17 @@ def test_a_run_that_wrote_something_keeps_its_folder(tmp_path):
         with guarded_outputs({"--out": tmp_path / "empty"}):
             raise RuntimeError("refused")
     assert not (tmp_path / "empty").exists()
+
+
+def test_planting_after_the_episode_is_refused_before_any_episode(run_bench, tmp_path):
+    "At 4a970d9 `suite_headroom.py --epochs 99` played every plan as static and reported no headroom."
+    r = run_bench("suite_headroom.py", "--suite", "tiny", "--epochs", "1", "99", "--out", str(tmp_path / "out"),
+                  "--cache", str(tmp_path / "plays.jsonl"), cwd=tmp_path, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "--epochs 99: a seed planted at or after" in lines[0], r.stderr
+    assert not (tmp_path / "plays.jsonl").exists()
+    from esper.tamiyo.plan_search import PlayCache, search
+    from esper.tamiyo.problems import TINY
+
+    with pytest.raises(ValueError, match="planting epoch\\(s\\) 99 do not fall within problem"):
+        search(TINY, PlayCache(None), epochs=(1, 99))

@@ -31,3 +31,14 @@ def test_compare_refuses_a_repeated_seed(tmp_path, capsys):
         main(argv)
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and "--seeds: seed 0 is given twice" in err[0], err
+
+
+def test_seeds_that_share_the_training_data_are_not_reported_as_held_out(run_bench, tmp_path):
+    "At 4a970d9 `bench_learning.py --suite tiny ... --test-seeds 500` was accepted and reported as held out."
+    r = run_bench("bench_learning.py", "--suite", "tiny", "--train-suite", "tiny", "--curve-suite", "tiny",
+                  "--test-seeds", "500", "--run-seeds", "0", "--episodes", "4", "--out", str(tmp_path / "bl"),
+                  cwd=tmp_path, timeout=120)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1, r.stderr
+    assert "[500]: task seeds below 1000 share the training data (data seed 42)" in lines[0], lines[0]
+    assert not (tmp_path / "bl").exists()

@@ -84,6 +84,8 @@ def test_a_run_policy_trains_saves_and_plays_back(tmp_path, capsys):
     out = tmp_path / "cmp"
     assert main(["compare", "--controllers", "ppo", "--checkpoint", str(save), "--suite", "tiny", "--seeds", "0",
                  "--out", str(out)]) == 0
+    err = capsys.readouterr().err  # issue 76: the policy's own training data is not compared on without a word
+    assert "note: --seeds 0 are below 1000: they share the data the policy trained on" in err, err
     overall = json.loads((out / "comparison.json").read_text())["rows"]["overall"]
     assert [(r["controller"], r["episodes"]) for r in overall] == [("ppo", 2)]  # one episode per problem
 

@@ -29,7 +29,7 @@ from ..kasmina import check_blueprint_menu, registered_blueprints
 from ..leyline import BLUEPRINTS, ActionSpace
 from ..leyline.files import OutputError, check_output_dir, figure_bytes, json_text, write_files_atomic
 from ..leyline.stats import mean_ci95
-from ..tasks import TASK_FAMILIES, get_task, preset_block_names
+from ..tasks import HELDOUT_SEEDS_FROM, TASK_FAMILIES, TRAINING_DATA_SEED, get_task, preset_block_names
 from ..tamiyo.baselines import RandomTamiyo, ScheduleTamiyo, StaticTamiyo
 from ..tamiyo.episode import EpisodeConfig, run_episode
 from ..tamiyo.heuristic import HeuristicTamiyo
@@ -378,6 +378,13 @@ def run(args) -> int:
         args.controllers or (("static", "random", "heuristic", *fixed) + (("ppo",) if args.checkpoint else ()))
     )
     check_data_dir(args.data_dir)
+    shared = [s for s in args.seeds if s < HELDOUT_SEEDS_FROM]
+    if "ppo" in controllers and shared:  # allowed (a look at the training problems), but never by accident
+        print(
+            f"note: --seeds {' '.join(map(str, shared))} are below {HELDOUT_SEEDS_FROM}: they share the data the policy "
+            f"trained on (data seed {TRAINING_DATA_SEED}); held-out seeds start at {HELDOUT_SEEDS_FROM}",
+            file=sys.stderr,
+        )
     try:
         with guarded_outputs({"--out": args.out}):
             refuse_earlier_results({"--out": (args.out, COMPARISON_FILES)}, args.overwrite)

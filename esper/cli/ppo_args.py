@@ -417,6 +417,11 @@ def _seeds_outputs_error(args: argparse.Namespace, given: Callable[[str], bool])
         )
     if given("checkpoint_every") and args.save is None:
         return f"--checkpoint-every {args.checkpoint_every} has no effect without --save PATH; add --save"
+    if args.resume is not None and args.save is None:
+        return (
+            f"--resume {args.resume} trains on, but without --save nothing keeps what it adds; "
+            "add --save PATH (the same path continues that file)"
+        )
     why = f"--n-episodes {args.episodes}" + (f" and --episodes-per-task-seed {g}" if g > 1 else "")
     return seed_span_error("--seed", args.seed, (args.episodes - 1) // g + 1, why) or telemetry_level_error(args)
 

@@ -340,6 +340,13 @@ def search(
     pool: Executor | None = None,  # a running pool to play in (see `run_plays`)
 ) -> dict[str, Any]:
     "Every plan on the tune seeds, then the chosen plans and the rules on the test seeds: the `headroom` report."
+    for p in suite.problems:  # a seed planted after an episode's last epoch never grows: every plan would be static
+        late = [e for e in epochs if not 0 <= e < p.max_epochs]
+        if late:
+            raise ValueError(
+                f"epochs: planting epoch(s) {', '.join(map(str, late))} do not fall within problem {p.name!r}'s "
+                f"episodes (epochs 0 to {p.max_epochs - 1} plant before its last)"
+            )
     plans = {p.name: plan_controllers(p, epochs) for p in suite.problems}
     tuning = [Play(p, c, s) for p in suite.problems for c in plans[p.name] for s in tune]
     rows = run_plays(tuning, cache, workers, base, on_row, pool)
