@@ -218,6 +218,13 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argparse.Namespace:
     "Parse, fill the preset's values in, and refuse inconsistent settings with one line."
     args = ap.parse_args(argv)
+    given = [f for f in ("preset", "max_epochs", "max_batches", "param_budget", "lr_schedule", "schedules",
+                         "train_suite", "curve_suite", "tune_seeds", "no_peer") if getattr(args, f) != ap.get_default(f)]
+    idle = [f for f in given if (f in ("train_suite", "curve_suite", "tune_seeds", "no_peer")) == (args.suite is None)]
+    if idle:  # a flag that changes nothing must not be recorded as if it had (issue 76)
+        flag = "--" + idle[0].replace("_", "-")
+        ap.error(f"{flag} works with --suite only: without one it changes nothing (drop it)" if args.suite is None else
+                 f"{flag} has no effect with --suite: the suite benchmark plays its problems as they are set (drop it)")
     preset = PRESETS[args.preset]
     args.overrides, flagged = {}, set()
     for key, value in preset.items():

@@ -48,3 +48,28 @@ def test_planting_after_the_episode_is_refused_before_any_episode(run_bench, tmp
 
     with pytest.raises(ValueError, match="planting epoch\\(s\\) 99 do not fall within problem"):
         search(TINY, PlayCache(None), epochs=(1, 99))
+
+
+IDLE = [  # flags that changed nothing at 4a970d9 but were run with, or recorded in results.json as if they had
+    (["--no-peer"], "--no-peer works with --suite only"),
+    (["--train-suite", "tiny"], "--train-suite works with --suite only"),
+    (["--curve-suite", "tiny"], "--curve-suite works with --suite only"),
+    (["--tune-seeds", "1005"], "--tune-seeds works with --suite only"),
+    (["--suite", "tiny", "--max-epochs", "7"], "--max-epochs has no effect with --suite"),
+    (["--suite", "tiny", "--max-batches", "9"], "--max-batches has no effect with --suite"),
+    (["--suite", "tiny", "--param-budget", "5000"], "--param-budget has no effect with --suite"),
+    (["--suite", "tiny", "--preset", "full"], "--preset has no effect with --suite"),
+    (["--suite", "tiny", "--lr-schedule", "cosine"], "--lr-schedule has no effect with --suite"),
+    (["--suite", "tiny", "--schedules", "conv_small"], "--schedules has no effect with --suite"),
+]
+
+
+@pytest.mark.parametrize("argv, says", IDLE, ids=[" ".join(a) for a, _ in IDLE])
+def test_bench_learning_refuses_a_flag_that_changes_nothing(argv, says, tmp_path, capsys):
+    from test_faults import _bench_learning
+
+    bl = _bench_learning()
+    with pytest.raises(SystemExit) as e:
+        bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and says in err[0], err

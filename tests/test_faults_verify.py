@@ -122,7 +122,7 @@ def test_the_cli_refuses_damaged_checkpoints_in_one_line_before_any_work(tmp_pat
     _flip_exponents(tmp_path / "run.pt", tmp_path / "flipped.pt")
     tiny = ["--max-epochs", "2", "--max-batches", "1"]
     p = _esper_train("ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "4", "--resume", "flipped.pt",
-                     "--no-progress", *tiny, cwd=tmp_path)
+                     "--save", "flipped.pt", "--no-progress", *tiny, cwd=tmp_path)
     assert p.returncode == 1 and p.stdout == "", p.stdout + p.stderr  # refused before the first line of a run
     assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.startswith("esper-train ppo: error: --resume: flipped.pt is damaged: record ")

@@ -378,13 +378,6 @@ def run(args) -> int:
         args.controllers or (("static", "random", "heuristic", *fixed) + (("ppo",) if args.checkpoint else ()))
     )
     check_data_dir(args.data_dir)
-    shared = [s for s in args.seeds if s < HELDOUT_SEEDS_FROM]
-    if "ppo" in controllers and shared:  # allowed (a look at the training problems), but never by accident
-        print(
-            f"note: --seeds {' '.join(map(str, shared))} are below {HELDOUT_SEEDS_FROM}: they share the data the policy "
-            f"trained on (data seed {TRAINING_DATA_SEED}); held-out seeds start at {HELDOUT_SEEDS_FROM}",
-            file=sys.stderr,
-        )
     try:
         with guarded_outputs({"--out": args.out}):
             refuse_earlier_results({"--out": (args.out, COMPARISON_FILES)}, args.overwrite)
@@ -418,4 +411,11 @@ def run(args) -> int:
         print(f"esper-train compare: error: {e}", file=sys.stderr)
         return 1
     print(f"wrote {Path(args.out) / 'comparison.md'}, comparison.json and comparison.png")
+    shared = [s for s in args.seeds if s < HELDOUT_SEEDS_FROM]
+    if "ppo" in controllers and shared:  # allowed (a look at the training problems), but never by accident
+        print(
+            f"note: --seeds {' '.join(map(str, shared))} are below {HELDOUT_SEEDS_FROM}: they share the data the policy "
+            f"trained on (data seed {TRAINING_DATA_SEED}); held-out seeds start at {HELDOUT_SEEDS_FROM}",
+            file=sys.stderr,
+        )
     return 0
