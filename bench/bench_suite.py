@@ -24,7 +24,9 @@ seconds, commit, flags and how it ended: complete, stopped or failed), also writ
         --n-envs 2 --tune-seeds 1000 --test-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --out /tmp/bs
 """
 import argparse
+import dataclasses
 import hashlib
+import json
 import importlib.util
 import statistics
 import threading
@@ -38,7 +40,7 @@ from typing import Any
 import torch
 
 import esper
-from bench_learning import (PARTS_FILE, SUITE_FILES, earlier_parts, make_setup, part_of, parts_text, png,
+from bench_learning import (PARTS_FILE, SUITE_FILES, earlier_parts, make_setup, part_of, parts_text, png, reward_config,
                             run_as_part, run_config, seed_summary, train_job)
 from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
@@ -200,6 +202,16 @@ def progress_row(progress):
     return lambda r: progress(f"{r['problem']} {r['controller']} seed {r['seed']}: {r['test_accuracy']:.1f}%")
 
 
+def peer_key(problem: Any, run_seed: int, seed: int, setup: dict[str, Any]) -> str:
+    "The peer's cache key: the problem, the run and task seeds, and every setting its training read (issue 76)."
+    train, ppo = get_suite(setup["train_suite"]), setup.get("ppo", {})
+    read = {"train_suite": [train.name, train.version], "episodes": setup["episodes"],
+            "features": ppo.get("features", "signals"), "slot_layout": ppo.get("slot_layout"),
+            "reward": dataclasses.asdict(reward_config(setup))}
+    digest = hashlib.sha256(json.dumps(read, sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return f"{problem.key}|maskable_ppo|{run_seed}|{seed}|{digest}"
+
+
 def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seeds: list[int]) -> list[dict]:
     """The peer: sb3-contrib's MaskablePPO trained on --train-suite through `GrowthEnv` for the same episodes, reading
     the same features as the PPO policies, with bench_maskable_ppo.py's settings, then played greedily (its
@@ -207,7 +219,6 @@ def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seed
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
-    from bench_learning import reward_config
     from bench_maskable_ppo import N_ENVS, greedy
     from esper.simic.envs.gym_env import GrowthEnv
     from esper.tamiyo.problems import Suite
@@ -233,7 +244,7 @@ def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seed
             while not done:
                 obs, _, term, trunc, info = env.step(policy(obs, env.action_masks()))
                 done = term or trunc
-            rows.append({"key": f"{p.key}|maskable_ppo|{run_seed}|{s}|{setup['episodes']}|{features}", "problem": name,
+            rows.append({"key": peer_key(p, run_seed, s, setup), "problem": name,
                          "controller": "maskable_ppo", "run_seed": run_seed, "seed": s,
                          "test_accuracy": info["final_accuracy"], "params_added": info["params_added"]})
     return rows
@@ -251,7 +262,7 @@ def start_peer(pool, args: argparse.Namespace, setup: dict[str, Any], progress):
         why = "MaskablePPO: skipped (its GrowthEnv plays one menu, and the problems of this suite differ)."
         return lambda: ([], why)
     cache = PlayCache(Path(args.out) / "maskable.jsonl")
-    key = lambda p, k, s: f"{p.key}|maskable_ppo|{k}|{s}|{args.episodes}|{args.features}"  # what it read, too
+    key = lambda p, k, s: peer_key(p, k, s, setup)  # the settings it trained with are part of the key
     todo = [k for k in args.train_seeds
             if not all(key(p, k, s) in cache.rows for p in suite.problems for s in args.eval_seeds)]
     def keep(played):  # each run seed's episodes are cached as it ends: a stop loses only the runs still going

@@ -227,3 +227,19 @@ def test_suites_whose_hosts_have_other_slots(capsys, monkeypatch):
         bench.resolve_args(bench.build_parser(), [*FLAGS, "--train-suite", "tiny-narrow", "--out", "unused"])
     err = capsys.readouterr().err
     assert "--suite tiny: problem 'mnist1d-small' grows seeds in slots ['block2'] that no problem of" in err
+
+
+def test_the_peers_cache_key_holds_every_setting_its_training_read():
+    "Issue 76: at 4a970d9 a second run with other reward weights reported the first run's cached peer rows."
+    bl = _bench()
+    import bench_suite as bench
+
+    args = bl.resolve_args(bl.build_parser(), [*FLAGS, "--out", "unused"])
+    setup = bl.make_setup(args)
+    problem = TINY.problems[0]
+    key = bench.peer_key(problem, 0, 2000, setup)
+    assert key == bench.peer_key(problem, 0, 2000, dict(setup))  # the same settings, the same key
+    assert key.startswith(f"{problem.key}|maskable_ppo|0|2000|")
+    for change in ({"rent_weight": 5.0}, {"contribution_weight": 2.0}, {"episodes": setup["episodes"] + 1},
+                   {"ppo": {**setup["ppo"], "features": "run-data"}}, {"train_suite": "small-train"}):
+        assert bench.peer_key(problem, 0, 2000, setup | change) != key, change

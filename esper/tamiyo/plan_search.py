@@ -128,8 +128,8 @@ def _row_problem(
     missing = [k for k, t in ROW_FIELDS.items() if not isinstance(line.get(k), t) or isinstance(line.get(k), bool)]
     if missing:
         return f"no valid {', '.join(missing)}"
-    parts = line["key"].split("|")
-    if len(parts) != 4 or parts[1:3] != [line["controller"], str(line["seed"])]:
+    parts = line["key"].split("|")  # problem|controller|seed|version, or a benchmark's longer key of the same start
+    if len(parts) < 4 or parts[1] != line["controller"] or str(line["seed"]) not in parts[2:]:
         return f"its key {line['key']!r} is not its controller's and seed's"
     return None
 
