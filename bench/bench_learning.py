@@ -21,6 +21,8 @@ A tiny run that checks the plumbing in seconds:
         --eval-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --schedules conv_small --out /tmp/bl
 """
 import argparse
+import contextlib
+import io
 import json
 import math
 import os
@@ -324,12 +326,39 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
                      f"{', ...' if len(found) > 4 else ''}); continue it with --resume, pass --overwrite to replace "
                      "it, or choose another --out")
     if args.resume:  # what a resumed seed reads back is checked now, before any work, not in a worker hours later
+        line = changed_flags(ap, argv, args.out)
+        if line: ap.error(line)
         for k in args.train_seeds:
             try:
                 check_resume_files(args.out / f"seed{k}")
             except ValueError as e:
                 ap.error(f"--resume: {e}")
     return args
+
+
+#: Flags a --resume may change: where and how the work runs, not what it computes (a later --resume without
+#: --no-peer adds the peer).
+RESUME_MAY_CHANGE = ("out", "resume", "overwrite", "workers", "env_workers", "keep_policies", "no_peer")
+
+
+def changed_flags(ap: argparse.ArgumentParser, argv: list[str] | None, out: Path) -> str | None:
+    "With --resume: the one-line refusal of a flag that differs from the run being continued (None: none differs)."
+    first = next((p for p in earlier_parts(out, True) if isinstance(p.get("argv"), list)), None)
+    if first is None:
+        return None
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            before = vars(ap.parse_args(first["argv"]))
+    except SystemExit:
+        return f"--resume: the run in {out} was made with flags this version does not take ({' '.join(first['argv'])})"
+    now = vars(ap.parse_args(sys.argv[1:] if argv is None else argv))
+    shown = lambda v: "(not given)" if v is None else " ".join(map(str, v)) if isinstance(v, list) else v
+    for dest, value in now.items():
+        if dest not in RESUME_MAY_CHANGE and before.get(dest) != value:
+            flag = "--" + dest.replace("_", "-")
+            return (f"--resume continues the run in {out}, made with {flag} {shown(before.get(dest))}; this one "
+                    f"gives {shown(value)}: give the same, or --overwrite to start again")
+    return None
 
 
 def check_resume_files(folder: Path) -> None:

@@ -73,3 +73,33 @@ def test_bench_learning_refuses_a_flag_that_changes_nothing(argv, says, tmp_path
         bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err.strip().splitlines()
     assert e.value.code == 2 and len(err) == 1 and says in err[0], err
+
+
+TINY_BL = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs", "3", "--max-batches", "2",
+           "--train-seeds", "0", "--eval-seeds", "2000", "--curve-seeds", "1000", "--eval-every", "2", "--workers", "2",
+           "--schedules", "conv_small"]
+
+
+@pytest.fixture(scope="module")
+def tiny_benchmark(tmp_path_factory):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path_factory.mktemp("bl") / "out"
+    bench = Path(__file__).resolve().parents[1] / "bench" / "bench_learning.py"
+    subprocess.run([sys.executable, str(bench), *TINY_BL, "--out", str(out)], check=True, capture_output=True)
+    return out
+
+
+@pytest.mark.parametrize("change, says", [
+    (["--episodes", "6"], "made with --episodes 4; this one gives 6"),
+    (["--features", "run"], "made with --features (not given); this one gives run"),
+    (["--rent-weight", "5"], "made with --rent-weight (not given); this one gives 5.0"),
+], ids=["episodes", "features", "rent-weight"])
+def test_a_resume_with_other_settings_is_refused_in_one_line(change, says, tiny_benchmark, run_bench, tmp_path):
+    "At 4a970d9 each gave a ValueError traceback from a worker, --episodes reported as lr_anneal_episodes."
+    r = run_bench("bench_learning.py", *TINY_BL, *change, "--out", str(tiny_benchmark), "--resume", cwd=tmp_path)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert says in lines[0] and "give the same, or --overwrite" in lines[0], lines[0]
