@@ -199,6 +199,8 @@ def build_parser() -> argparse.ArgumentParser:
       help="judge on a suite instead of one task: train each run seed's policy on --train-suite, then play it and "
            "every rule on every problem of this suite x the test seeds (bench/bench_suite.py; default: off)")
     a("--train-suite", default="train", help="with --suite: the suite the policies train on (default: train)")
+    a("--train-on-held-out", action="store_true",
+      help="allow --train-suite to name a held-out suite (heldout, small-test): what tables report (default: refused)")
     a("--curve-suite", default="tune",
       help="with --suite: the suite of the learning-curve evaluations, on the --curve-seeds (default: tune)")
     a("--no-peer", action="store_true",
@@ -220,9 +222,10 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argparse.Namespace:
     "Parse, fill the preset's values in, and refuse inconsistent settings with one line."
     args = ap.parse_args(argv)
-    given = [f for f in ("preset", "max_epochs", "max_batches", "param_budget", "lr_schedule", "schedules",
-                         "train_suite", "curve_suite", "tune_seeds", "no_peer") if getattr(args, f) != ap.get_default(f)]
-    idle = [f for f in given if (f in ("train_suite", "curve_suite", "tune_seeds", "no_peer")) == (args.suite is None)]
+    suite_only = ("train_suite", "curve_suite", "tune_seeds", "no_peer", "train_on_held_out")
+    given = [f for f in ("preset", "max_epochs", "max_batches", "param_budget", "lr_schedule", "schedules", *suite_only)
+             if getattr(args, f) != ap.get_default(f)]
+    idle = [f for f in given if (f in suite_only) == (args.suite is None)]
     if idle:  # a flag that changes nothing must not be recorded as if it had (issue 76)
         flag = "--" + idle[0].replace("_", "-")
         ap.error(f"{flag} works with --suite only: without one it changes nothing (drop it)" if args.suite is None else

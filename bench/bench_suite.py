@@ -66,6 +66,9 @@ def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> N
         if getattr(args, flag) not in SUITES:
             ap.error(f"--{flag.replace('_', '-')}: unknown suite {getattr(args, flag)!r}; "
                      f"choose one of: {', '.join(SUITES)}")
+    if get_suite(args.train_suite).held_out and not args.train_on_held_out:
+        ap.error(f"--train-suite {args.train_suite} is held out: the problems every table reports; training on it "
+                 "spends them (pass --train-on-held-out to do it anyway)")
     menu = get_suite(args.train_suite).blueprints
     for flag in ("suite", "curve_suite"):
         other = get_suite(getattr(args, flag)).blueprints

@@ -103,3 +103,21 @@ def test_a_resume_with_other_settings_is_refused_in_one_line(change, says, tiny_
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
     assert says in lines[0] and "give the same, or --overwrite" in lines[0], lines[0]
+
+
+def test_training_on_a_held_out_suite_is_refused_unless_asked_for(tmp_path, capsys):
+    "At 4a970d9 `ppo --suite heldout` and `bench_learning --train-suite heldout` trained on it without a word."
+    from test_faults import _bench_learning
+
+    import esper
+
+    rc = main(["ppo", "--suite", "heldout", "--n-episodes", "2", "--save", str(tmp_path / "a.pt")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "--suite heldout is held out" in err[0] and not (tmp_path / "a.pt").exists()
+    bl = _bench_learning()
+    with pytest.raises(SystemExit):
+        bl.resolve_args(bl.build_parser(), ["--suite", "heldout", "--train-suite", "small-test", "--out", str(tmp_path)])
+    assert "--train-suite small-test is held out" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="suite 'heldout' is held out"):
+        esper.PPO("heldout")
+    assert esper.PPO("heldout", train_on_held_out=True, n_envs=4).options["suite"] == "heldout"  # asked for by name

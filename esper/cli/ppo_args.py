@@ -271,6 +271,11 @@ def _add_problem_arguments(p: argparse.ArgumentParser) -> None:
         help="train across a registered suite of growth problems, one drawn per task seed (instead of --task, "
         "--host, --max-epochs, --max-batches and --param-budget; default: the one problem those flags describe)",
     )
+    a(
+        "--train-on-held-out",
+        action="store_true",
+        help="allow --suite to name a held-out suite (heldout, small-test): what tables report (default: refused)",
+    )
     a("--host", default=None, choices=tuple(HOST_PRESETS), help="host preset (default: the task's)")
     a("--max-batches", type=positive_int, default=None, help="cap training batches per epoch (quick runs)")
     a(
@@ -417,6 +422,16 @@ def _seeds_outputs_error(args: argparse.Namespace, given: Callable[[str], bool])
         )
     if given("checkpoint_every") and args.save is None:
         return f"--checkpoint-every {args.checkpoint_every} has no effect without --save PATH; add --save"
+    if args.suite is not None and not args.train_on_held_out:
+        from esper.tamiyo.problems import SUITES
+
+        if args.suite in SUITES and SUITES[args.suite].held_out:
+            return (
+                f"--suite {args.suite} is held out: the problems every table reports; training on it spends them "
+                "(pass --train-on-held-out to do it anyway)"
+            )
+    if args.train_on_held_out and args.suite is None:
+        return "--train-on-held-out has no effect without --suite"
     if args.resume is not None and args.save is None:
         return (
             f"--resume {args.resume} trains on, but without --save nothing keeps what it adds; "

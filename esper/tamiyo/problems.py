@@ -173,6 +173,7 @@ class Suite:
     version: int  # bumped whenever a problem changes
     problems: tuple[GrowthProblem, ...]  # distinct names
     description: str = ""  # one line for listings
+    held_out: bool = False  # what tables report: nothing trains on it unless asked for by name
 
     def __post_init__(self):
         object.__setattr__(self, "problems", tuple(self.problems))

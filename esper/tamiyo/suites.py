@@ -91,6 +91,7 @@ HELDOUT = register_suite(
             problem("digits-occluded-c50", "digits", compute_budget=50.0, occlusion=3),
         ),
         "twelve problems nothing trains or tunes on: settings between and beyond the training ones, unseen variants",
+        held_out=True,
     )
 )
 
@@ -122,5 +123,6 @@ SMALL_TEST = register_suite(
         ),
         "four of heldout's problems, for `make run`'s comparison: a budget between the training ones, one tighter, "
         "shuffled and digits under compute budgets",
+        held_out=True,
     )
 )

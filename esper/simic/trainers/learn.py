@@ -11,6 +11,7 @@ from typing import Any
 from ..envs.env import PPOController
 from .run_settings import RunSettings
 from .vectorized import train_ppo_vectorized
+from ...tamiyo.problems import SUITES
 
 # %% ../../../nbs/simic/trainers/29_learn.ipynb #765e4273
 #: The suite benchmark's recipe (and `make run`'s), in `RunSettings.from_options` keywords; the ramps follow `learn(n)`.
@@ -36,8 +37,11 @@ class PPO:
         seed: int = 0,  # the run's seed: task seeds, the policy's initial weights
         n_envs: int = 8,  # episodes per PPO update, stepped in lockstep
         device: str = "cpu",  # where the policy (and the episodes) run
-        **settings,  # any `RunSettings.from_options` keyword or `TrainingConfig` field: they override `RECIPE`
+        **settings,  # any `RunSettings.from_options` keyword or `TrainingConfig` field (override `RECIPE`); train_on_held_out
     ):
+        allowed = settings.pop("train_on_held_out", False)  # a held-out suite is what tables report
+        if isinstance(suite, str) and suite in SUITES and SUITES[suite].held_out and not allowed:
+            raise ValueError(f"suite {suite!r} is held out: pass train_on_held_out=True to train on it anyway")
         self.options = RECIPE | dict(suite=suite, seed=seed, n_envs=n_envs, device=device) | settings
         self.agent, self.history = None, []
         self.settings(n_envs)  # every setting checked now, in one line
