@@ -414,8 +414,8 @@ def run(args) -> int:
     shared = [s for s in args.seeds if s < HELDOUT_SEEDS_FROM]
     if "ppo" in controllers and shared:  # allowed (a look at the training problems), but never by accident
         print(
-            f"note: --seeds {' '.join(map(str, shared))} are below {HELDOUT_SEEDS_FROM}: they share the data the policy "
-            f"trained on (data seed {TRAINING_DATA_SEED}); held-out seeds start at {HELDOUT_SEEDS_FROM}",
+            f"note: --seeds {' '.join(map(str, shared))} are below {HELDOUT_SEEDS_FROM}: they share the data the "
+            f"policy trained on (data seed {TRAINING_DATA_SEED}); held-out seeds start at {HELDOUT_SEEDS_FROM}",
             file=sys.stderr,
         )
     return 0

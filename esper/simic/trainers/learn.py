@@ -37,7 +37,7 @@ class PPO:
         seed: int = 0,  # the run's seed: task seeds, the policy's initial weights
         n_envs: int = 8,  # episodes per PPO update, stepped in lockstep
         device: str = "cpu",  # where the policy (and the episodes) run
-        **settings,  # any `RunSettings.from_options` keyword or `TrainingConfig` field (override `RECIPE`); train_on_held_out
+        **settings,  # `RunSettings.from_options` keywords, `TrainingConfig` fields (over `RECIPE`), train_on_held_out
     ):
         allowed = settings.pop("train_on_held_out", False)  # a held-out suite is what tables report
         if isinstance(suite, str) and suite in SUITES and SUITES[suite].held_out and not allowed:
