@@ -121,3 +121,20 @@ def test_training_on_a_held_out_suite_is_refused_unless_asked_for(tmp_path, caps
     with pytest.raises(ValueError, match="suite 'heldout' is held out"):
         esper.PPO("heldout")
     assert esper.PPO("heldout", train_on_held_out=True, n_envs=4).options["suite"] == "heldout"  # asked for by name
+
+
+def test_a_policy_is_compared_under_the_schedule_it_trained_with(tmp_path, capsys):
+    "At 4a970d9 a policy trained under the cosine schedule was compared under the default constant one, silently."
+    import json
+
+    ck = tmp_path / "cosine.pt"
+    assert main(["ppo", "--suite", "tiny", "--update-every", "2", "--n-episodes", "2", "--lr-schedule", "cosine",
+                 "--no-progress", "--save", str(ck)]) == 0
+    base = ["compare", "--suite", "tiny", "--controllers", "ppo", "--checkpoint", str(ck), "--seeds", "2000"]
+    capsys.readouterr()
+    assert main([*base, "--lr-schedule", "constant", "--out", str(tmp_path / "refused")]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "trained under the cosine schedule" in err[0] and not (tmp_path / "refused").exists()
+    assert main([*base, "--out", str(tmp_path / "cmp")]) == 0
+    assert "under the cosine learning-rate schedule the policy trained with" in capsys.readouterr().out
+    assert json.loads((tmp_path / "cmp" / "comparison.json").read_text())["config"]["lr_schedule"] == "cosine"

@@ -312,9 +312,9 @@ def add_parser(subparsers) -> None:
     p.add_argument(
         "--lr-schedule",
         choices=LR_SCHEDULES,
-        default="constant",
+        default=None,
         help="host and seed learning rates over an episode: constant, or cosine decay to 0 by the last "
-        "epoch (use the value the PPO policy was trained with; default: constant)",
+        "epoch (default: the schedule the PPO policy trained with, else constant; another one is refused)",
     )
     p.add_argument(
         "--param-budget",
@@ -371,6 +371,21 @@ def _compare_flags_error(args) -> str | None:
     return None
 
 # %% ../../nbs/cli/04_compare.ipynb #07b80e96
+def _schedule_of(
+    checkpoint: str | None,  # a PPO checkpoint
+) -> str | None:
+    "The learning-rate schedule its episodes trained under (None: no checkpoint, or one that does not say)."
+    if checkpoint is None:
+        return None
+    from esper.simic.agent.checkpoint import read_checkpoint  # simic only when a policy is compared
+
+    try:
+        trainer = read_checkpoint(checkpoint).get("trainer") or {}
+    except (ValueError, OSError):  # the ppo controller's own load reports the file's fault, in one line
+        return None
+    return ((trainer.get("config") or {}).get("episode_config") or {}).get("lr_schedule")
+
+
 def run(args) -> int:
     "Run the comparison from parsed arguments."
     fixed = ("fixed",) if args.suite is None else ()  # a suite's menus may not hold the default rule: asked for only
@@ -378,6 +393,17 @@ def run(args) -> int:
         args.controllers or (("static", "random", "heuristic", *fixed) + (("ppo",) if args.checkpoint else ()))
     )
     check_data_dir(args.data_dir)
+    trained = _schedule_of(args.checkpoint) if "ppo" in controllers else None
+    if args.lr_schedule is not None and trained is not None and args.lr_schedule != trained:
+        print(
+            f"esper-train compare: error: --lr-schedule {args.lr_schedule}, but the policy in {args.checkpoint} "
+            f"trained under the {trained} schedule: every controller is compared under it (drop --lr-schedule)",
+            file=sys.stderr,
+        )
+        return 1
+    args.lr_schedule = args.lr_schedule or trained or "constant"
+    if trained is not None and trained != "constant":
+        print(f"Every controller trains under the {trained} learning-rate schedule the policy trained with", flush=True)
     try:
         with guarded_outputs({"--out": args.out}):
             refuse_earlier_results({"--out": (args.out, COMPARISON_FILES)}, args.overwrite)
