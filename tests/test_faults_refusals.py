@@ -138,3 +138,24 @@ def test_a_policy_is_compared_under_the_schedule_it_trained_with(tmp_path, capsy
     assert main([*base, "--out", str(tmp_path / "cmp")]) == 0
     assert "under the cosine learning-rate schedule the policy trained with" in capsys.readouterr().out
     assert json.loads((tmp_path / "cmp" / "comparison.json").read_text())["config"]["lr_schedule"] == "cosine"
+
+
+def test_compare_says_when_a_policy_is_incomplete(tmp_path, capsys):
+    "At 4a970d9 the checkpoint of a run stopped at 22 of 40 episodes was compared without a note."
+    from esper.simic.trainers.vectorized import train_ppo_vectorized
+
+    ck, updates = tmp_path / "stopped.pt", []
+
+    def stop_after_two(agent, record):
+        updates.append(record)
+        if len(updates) == 2:
+            raise KeyboardInterrupt  # as Ctrl-C would: the checkpoint holds the first update's 2 episodes
+
+    with pytest.raises(KeyboardInterrupt):
+        train_ppo_vectorized(suite="tiny", n_episodes=6, n_envs=2, seed=0, save_path=str(ck), on_update=stop_after_two,
+                             ppo_kwargs=dict(n_epochs=1, batch_size=4))
+    capsys.readouterr()
+    assert main(["compare", "--suite", "tiny", "--controllers", "ppo", "--checkpoint", str(ck), "--seeds", "2000",
+                 "--out", str(tmp_path / "cmp")]) == 0
+    err = capsys.readouterr().err
+    assert f"note: the policy in {ck} is incomplete: 2 of its run's 6 episodes" in err, err

@@ -371,19 +371,26 @@ def _compare_flags_error(args) -> str | None:
     return None
 
 # %% ../../nbs/cli/04_compare.ipynb #07b80e96
-def _schedule_of(
+def _trained_with(
     checkpoint: str | None,  # a PPO checkpoint
-) -> str | None:
-    "The learning-rate schedule its episodes trained under (None: no checkpoint, or one that does not say)."
+) -> dict[str, Any]:
+    "What its run says of itself: `lr_schedule`, episodes `done` and `planned` (those it does not say are left out)."
     if checkpoint is None:
-        return None
+        return {}
     from esper.simic.agent.checkpoint import read_checkpoint  # simic only when a policy is compared
 
     try:
         trainer = read_checkpoint(checkpoint).get("trainer") or {}
     except (ValueError, OSError):  # the ppo controller's own load reports the file's fault, in one line
-        return None
-    return ((trainer.get("config") or {}).get("episode_config") or {}).get("lr_schedule")
+        return {}
+    config, history = trainer.get("config") or {}, trainer.get("history") or []
+    said = {"lr_schedule": (config.get("episode_config") or {}).get("lr_schedule")}
+    if history and "batches_planned" in trainer and "episodes_per_update" in config:
+        said |= {
+            "done": history[-1].get("episodes"),
+            "planned": trainer["batches_planned"] * config["episodes_per_update"],
+        }
+    return {k: v for k, v in said.items() if v is not None}
 
 
 def run(args) -> int:
@@ -393,7 +400,8 @@ def run(args) -> int:
         args.controllers or (("static", "random", "heuristic", *fixed) + (("ppo",) if args.checkpoint else ()))
     )
     check_data_dir(args.data_dir)
-    trained = _schedule_of(args.checkpoint) if "ppo" in controllers else None
+    said = _trained_with(args.checkpoint) if "ppo" in controllers else {}
+    trained = said.get("lr_schedule")
     if args.lr_schedule is not None and trained is not None and args.lr_schedule != trained:
         print(
             f"esper-train compare: error: --lr-schedule {args.lr_schedule}, but the policy in {args.checkpoint} "
@@ -437,6 +445,12 @@ def run(args) -> int:
         print(f"esper-train compare: error: {e}", file=sys.stderr)
         return 1
     print(f"wrote {Path(args.out) / 'comparison.md'}, comparison.json and comparison.png")
+    if said.get("done", 0) < said.get("planned", 0):
+        print(
+            f"note: the policy in {args.checkpoint} is incomplete: {said['done']} of its run's {said['planned']} "
+            "episodes (a stopped run; esper-train ppo --resume finishes it)",
+            file=sys.stderr,
+        )
     shared = [s for s in args.seeds if s < HELDOUT_SEEDS_FROM]
     if "ppo" in controllers and shared:  # allowed (a look at the training problems), but never by accident
         print(

@@ -259,7 +259,13 @@ def ppo_training_loop(
                 save_training_checkpoint(
                     save_path,
                     agent,
-                    {"batches_done": b + 1, "history": history, "config": run_cfg, "rng": capture_rng()},
+                    {
+                        "batches_done": b + 1,
+                        "batches_planned": n_batches,
+                        "history": history,
+                        "config": run_cfg,
+                        "rng": capture_rng(),
+                    },
                 )
                 saved, writing = b + 1, None
                 emit_checkpoint(hub, save_path, b)
