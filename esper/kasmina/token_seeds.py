@@ -101,17 +101,14 @@ class MLPSeed(SeedModule):
 
 # %% ../../nbs/kasmina/00a_token_seeds.ipynb #1a633853
 @register_blueprint
-class TransformerBlockSeed(SeedModule):
+class TransformerBlockSeed(AttentionBlockSeed):
     "A whole pre-norm transformer block: `a = attn(LN(h))`, then `m = mlp(LN(h + a))`; the correction is `a + m`."
 
     blueprint = "transformer_block"
     layouts = ("tokens",)
-    causal = False  # mask later positions
 
     def __init__(self, channels: int, dims: int):
-        super().__init__(channels, dims)
-        self.norm = nn.LayerNorm(channels)
-        self.attn = _SelfAttention(channels, self.causal)
+        super().__init__(channels, dims)  # the attention half
         self.mlp = _MLP(channels)
 
     def forward(self, h):
