@@ -287,7 +287,7 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     if args.suite:  # its own flags are checked before any work: suites, menus, seeds
         from bench_suite import check_suite_args
         check_suite_args(ap, args)
-    for flag in ("train_seeds", "eval_seeds", "curve_seeds", "schedules"):
+    for flag in ("schedules",):  # a repeated seed is refused as it is parsed (DistinctSeeds)
         values = getattr(args, flag)
         repeated = sorted({v for v in values if values.count(v) > 1})
         if repeated: ap.error(f"--{flag.replace('_', '-')} repeats {repeated}")

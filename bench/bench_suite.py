@@ -92,8 +92,6 @@ def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> N
     both = sorted(set(args.tune_seeds) & set(args.eval_seeds))
     if both:
         ap.error(f"seeds {both} are both --tune-seeds and --test-seeds: nothing may be chosen on a reporting seed")
-    if len(set(args.tune_seeds)) < len(args.tune_seeds):
-        ap.error("--tune-seeds repeats a seed")
 
 
 def checkpoint_digest(path: str) -> str:

@@ -340,7 +340,7 @@ def add_parser(subparsers) -> None:
 # %% ../../nbs/cli/04_compare.ipynb #a2a4b292
 def _compare_flags_error(args) -> str | None:
     "The one-line error for a flag of `esper-train compare` that has no effect as combined (None: all are used)."
-    for flag in ("controllers", "seeds", "blueprints"):
+    for flag in ("controllers", "blueprints"):  # a repeated seed is refused as it is parsed (DistinctSeeds)
         values = getattr(args, flag) or []
         repeated = sorted({v for v in values if values.count(v) > 1}, key=str)
         if repeated:

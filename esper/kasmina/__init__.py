@@ -24,7 +24,8 @@ from esper.kasmina.blueprints import (
 from . import token_seeds  # noqa: F401 (registers the token and feature layouts and their seeds)
 from .slot import blend_curve, SeedMetrics, SeedState, GateResult, GateConfig, check_gate, SeedSlot
 from .points import SlotPoint, find_slot_points
-from .model import MorphogeneticModel, grow, registered_blueprints, check_blueprint_menu
+from .menus import registered_blueprints, check_blueprint_menu
+from .model import MorphogeneticModel, grow
 
 # %% ../../nbs/kasmina/03_kasmina.ipynb #61215641
 _all_ = [

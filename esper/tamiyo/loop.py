@@ -6,6 +6,7 @@
 __all__ = ['GrowthLoop']
 
 # %% ../../nbs/tamiyo/02b_loop.ipynb #bc59e7d3
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -111,7 +112,7 @@ def _metric(metrics: Mapping[str, Any], key: str, default: float | None = None) 
     if value is None:
         raise ValueError(f"metrics: {key!r} is needed (got keys {sorted(metrics)})")
     value = float(value)
-    if value != value or value in (float("inf"), float("-inf")):
+    if not math.isfinite(value):
         raise ValueError(f"metrics: {key!r} must be finite (got {value})")
     return value
 
