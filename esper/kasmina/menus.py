@@ -9,7 +9,7 @@ __all__ = ['registered_blueprints', 'check_blueprint_menu', 'default_menu']
 from collections.abc import Sequence
 
 from ..leyline import BLUEPRINTS, ActionSpace
-from .blueprints import BLUEPRINT_REGISTRY, LAYOUTS
+from .blueprints import BLUEPRINT_REGISTRY
 
 # %% ../../nbs/kasmina/01c_menus.ipynb #a08be8b3
 def registered_blueprints() -> tuple[str, ...]:
