@@ -14,60 +14,70 @@ import torch
 from torch import nn
 
 from ..leyline import TRAINABLE_SEED_STAGES
+from ..leyline.metrics import Metric, as_metric
 
 # %% ../../nbs/kasmina/01a_evaluation.ipynb #338a9d82
 class EpochMetrics(TypedDict):
     "What one pass over a loader measured."
 
-    loss: float  # mean loss per sample
-    accuracy: float  # percent correct
+    loss: float  # mean loss per unit (per sample, or per token for a language model)
+    accuracy: float  # the task metric's score, higher is better: percent correct for classification
     samples: int  # samples seen
     seconds: float  # wall-clock time of the pass
+    metric: float  # the task metric in its own unit (accuracy: the same percent; bits per token: bits)
 
 
 def _evaluate(
-    model: nn.Module, loader: Iterable, device: torch.device | str, criterion: Callable | None, forward: Callable
+    model: nn.Module,
+    loader: Iterable,
+    device: torch.device | str,
+    criterion: Metric | Callable | None,
+    forward: Callable,
 ) -> tuple[EpochMetrics, dict[str, float]]:
-    "One pass in eval mode: `forward(xb)` gives the model's output and named others, scored by accuracy alone."
-    criterion = criterion or nn.functional.cross_entropy
+    "One pass in eval mode: `forward(xb)` gives the model's output and named others, the others scored alone."
+    metric = as_metric(criterion)
     device = torch.device(device)
     was_training = model.training
     model.eval()
     t0 = time.perf_counter()
     loss_sum = torch.zeros((), device=device)
-    correct = torch.zeros((), device=device, dtype=torch.long)
-    others: dict[str, torch.Tensor] = {}  # name -> correct count of that output
-    n = 0
+    hits = None  # the metric's numerator, summed on the device
+    others: dict[str, torch.Tensor] = {}  # name -> that output's hits
+    n = units = 0
     try:
         with torch.inference_mode():
             for xb, yb in loader:
                 xb = xb.to(device, non_blocking=True)
                 yb = yb.to(device, non_blocking=True)
                 out, more = forward(xb)
-                if criterion is nn.functional.cross_entropy:
-                    loss_sum += criterion(out, yb, reduction="sum")
-                else:
-                    loss_sum += criterion(out, yb) * len(yb)
-                correct += (out.argmax(1) == yb).sum()
+                loss_sum += metric.loss_sum(out, yb)
+                h = metric.hits(out, yb)
+                hits = h if hits is None else hits + h
                 for name, o in more.items():
-                    hits = (o.argmax(1) == yb).sum()
-                    others[name] = others[name] + hits if name in others else hits
+                    h = metric.hits(o, yb)
+                    others[name] = others[name] + h if name in others else h
                 n += len(yb)
+                units += metric.units(yb)
     finally:
         model.train(was_training)
     if n == 0:
         raise ValueError("validate: the loader yielded no batches")
+    value = metric.value(hits.item(), units)
     metrics = EpochMetrics(
-        loss=loss_sum.item() / n, accuracy=100.0 * correct.item() / n, samples=n, seconds=time.perf_counter() - t0
+        loss=loss_sum.item() / units,
+        accuracy=metric.score(value),
+        samples=n,
+        seconds=time.perf_counter() - t0,
+        metric=value,
     )
-    return metrics, {name: 100.0 * c.item() / n for name, c in others.items()}
+    return metrics, {name: metric.score(metric.value(h.item(), units)) for name, h in others.items()}
 
 
 def validate(
     model: nn.Module,  # model to evaluate
     loader: Iterable,  # yields `(inputs, targets)` batches
     device: torch.device | str = "cpu",  # where the batches go
-    criterion: Callable | None = None,  # loss function, mean over a batch (default: cross-entropy)
+    criterion: Metric | Callable | None = None,  # the task's metric, or a mean loss (default: accuracy)
 ) -> EpochMetrics:
     "Evaluate `model` under `inference_mode`; restores its train/eval mode afterwards."
     return _evaluate(model, loader, device, criterion, lambda xb: (model(xb), {}))[0]
@@ -95,9 +105,9 @@ def validate_with_counterfactuals(
     loader: Iterable,  # validation batches
     slots: Iterable[str],  # slots whose seed is measured (each with a seed in a trainable stage)
     device: torch.device | str = "cpu",  # where the batches go
-    criterion: Callable | None = None,  # loss function of the main pass (default: cross-entropy)
+    criterion: Metric | Callable | None = None,  # the task's metric, or a mean loss (default: accuracy)
 ) -> tuple[EpochMetrics, dict[str, float]]:
-    "`validate(model)` and, in the same loop, the accuracy with each slot's alpha forced to 0: `{slot: accuracy}`."
+    "`validate(model)` and, in the same loop, the score with each slot's alpha forced to 0: `{slot: score}`."
     slots = list(slots)
     for s in slots:
         if s not in model.slots:

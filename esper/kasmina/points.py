@@ -175,7 +175,7 @@ def points_of(
     host: nn.Module,  # the model to grow
     slots: Sequence[str] | Sequence[SlotPoint] | None,  # submodule paths, measured points, or None: host.block_names
 ) -> tuple[SlotPoint, ...]:
-    "The slot points of `host`: given, or measured on its `example_input()`."
+    "The slot points of `host`: given, or measured on its `example_input()` (layouts it names as `slot_layouts`)."
     if slots is None:
         if not hasattr(host, "block_names"):
             raise ValueError(f"slots: name the submodules of {type(host).__name__} to grow, e.g. slots=['layer2']")
@@ -188,7 +188,7 @@ def points_of(
             f"example: {type(host).__name__} has no example_input(); grow it with "
             "esper.grow(model, slots=[...], example=x), x an input its forward pass takes"
         )
-    return find_slot_points(host, slots, host.example_input())
+    return find_slot_points(host, slots, host.example_input(), getattr(host, "slot_layouts", None))
 
 # %% ../../nbs/kasmina/01b_points.ipynb #5107a1d2
 class SlotDict(nn.ModuleDict):

@@ -16,6 +16,7 @@ from fastcore.basics import patch
 
 from ..leyline import SeedStage, TRAINABLE_SEED_STAGES, DEFAULT_ACTION_SPACE, ActionSpace
 from ..leyline import TelemetryEvent, TelemetryEventType
+from ..leyline.metrics import Accuracy, Metric, as_metric
 from ..kasmina import MorphogeneticModel, find_slot_points
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
 from ..tolaria.governor import blowup_bound
@@ -49,6 +50,15 @@ class Episode:
         self.model: MorphogeneticModel | None = None
         self._in_epoch = False
         self._locality: tuple[Any, float] = (None, 0.0)  # (task, its input_locality): measured once per task
+
+    @property
+    def metric(self) -> Metric:
+        "The task's metric (accuracy unless the task names another): what the episode trains on and scores."
+        return as_metric(getattr(self.task, "metric", None))
+
+    @property
+    def _hits_dtype(self) -> torch.dtype:
+        return torch.long if isinstance(self.metric, Accuracy) else torch.float32
 
     def _emit(self, kind, data, epoch=None):
         if self.hub is not None:
@@ -89,8 +99,10 @@ def start(self: Episode, seed: int = 0) -> None:
         c.host_lr,
         c.seed_lr,
         c.momentum,
+        criterion=self.metric,
         lr_schedule=c.lr_schedule,
         total_epochs=c.max_epochs,
+        optimizer=c.optimizer,
     )
     self.governor = None
     if c.governor:
@@ -153,8 +165,8 @@ def begin_epoch(self: Episode, action: TamiyoAction | None = None) -> ActionResu
     with self.on_stream():
         self._opts = self.runner.optimizers()
         self._loss_sum = torch.zeros((), device=self.device)
-        self._correct = torch.zeros((), device=self.device, dtype=torch.long)
-    self._n, self._batches, self._t_epoch, self._in_epoch = 0, 0, time.perf_counter(), True
+        self._correct = torch.zeros((), device=self.device, dtype=self._hits_dtype)
+    self._n, self._units, self._batches, self._t_epoch, self._in_epoch = 0, 0, 0, time.perf_counter(), True
     m.train()
     return self._result
 
@@ -199,6 +211,7 @@ def train_batch(
         self._loss_sum += loss_sum  # accumulated in the producing stream: no cross-stream race
         self._correct += correct
     self._n += len(yb)
+    self._units += self.metric.units(yb)
     self._batches += 1
     self.flops += len(yb) * self._sample_flops
 
@@ -227,8 +240,8 @@ def finish_training(self: Episode) -> None:
         if self.stream is not None:
             self.stream.synchronize()  # accumulators are complete before they are read
         self._tr = {
-            "loss": self._loss_sum.item() / self._n,
-            "accuracy": 100.0 * self._correct.item() / self._n,
+            "loss": self._loss_sum.item() / self._units,
+            "accuracy": self.metric.score(self.metric.value(self._correct.item(), self._units)),
             "seconds": time.perf_counter() - self._t_epoch,
         }
         self.global_step += self.grads.batches
@@ -281,6 +294,7 @@ def finish_epoch(
         "train_accuracy": tr["accuracy"],
         "val_loss": va["loss"],
         "val_accuracy": va["accuracy"],
+        "val_metric": va["metric"],
         "seconds": tr["seconds"],
         "params_added": m.seed_param_count(),
         "compute": self.compute,
@@ -348,6 +362,7 @@ def record_batches(
     self._loss_sum += loss_sum
     self._correct += correct
     self._n += samples
+    self._units += samples  # population runs train classification tasks: a unit is a sample
     self._batches += batches
     self.flops += samples * self._sample_flops
     for name, sums in grad_norm_sums.items():
@@ -378,6 +393,8 @@ def result(self: Episode) -> EpisodeResult:
         list(log),
         grown=grown_seeds(m),
         compute=self.compute,
+        final_metric=self.evaluate_test()["metric"],
+        metric=self.metric.name,
     )
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #58196869

@@ -23,6 +23,7 @@ from esper.leyline import (
 )
 from ..kasmina import MorphogeneticModel, GateConfig
 from ..tolaria.governor import LR_SCHEDULES
+from ..tolaria.trainer import OPTIMIZERS
 from ..tolaria.gradients import SeedGradientCollector, SeedGradientStats, materialize_grad_stats
 from .signals import TamiyoAction
 
@@ -36,7 +37,8 @@ class EpisodeConfig:
     slots: tuple[str, ...] | None = None  # slots to enable (default: one per host block)
     host_lr: float = 0.01  # host SGD learning rate
     seed_lr: float = 0.05  # seed SGD learning rate
-    momentum: float = 0.9  # SGD momentum
+    momentum: float = 0.9  # SGD momentum (AdamW's first beta)
+    optimizer: str = "sgd"  # "sgd", or "adamw" for hosts such as transformers that SGD trains poorly
     lr_schedule: str = "constant"  # "cosine": host and seed rates decay to zero over max_epochs (see `lr_factor`)
     blend_epochs: int = DEFAULT_BLEND_EPOCHS  # epochs for alpha to ramp 0 -> 1
     blend_algorithm: str = "linear"  # default blend curve
@@ -56,6 +58,8 @@ class EpisodeConfig:
             if getattr(self, f) <= 0:
                 raise ValueError(f"{f} must be > 0 (got {getattr(self, f)})")
         BlendAlgorithm(self.blend_algorithm)
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)} (got {self.optimizer!r})")
         if self.lr_schedule not in LR_SCHEDULES:
             raise ValueError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)} (got {self.lr_schedule!r})")
         bad = [s for s in self.counterfactual_stages if s not in SeedStage.__members__]
@@ -182,7 +186,7 @@ def sync_seed_telemetry(
 # %% ../../nbs/tamiyo/01a_episode_parts.ipynb #235c61a2
 @dataclass
 class EpisodeResult:
-    "Summary of one episode; accuracies in percent, `final_accuracy` on the test split and the rest on validation."
+    "Summary of one episode; accuracies are the task metric's score (percent correct for classification)."
 
     final_accuracy: float  # on the test split, scored once at the end: what tables report
     final_val_accuracy: float  # on the validation split after the last epoch: what the controller saw
@@ -200,6 +204,8 @@ class EpisodeResult:
     lifecycle_log: list[dict[str, Any]] = field(default_factory=list, repr=False)  # the model's lifecycle log
     grown: str = ""  # the seeds held at the end, in slot order: "blueprint@slot", a live one's stage after it
     compute: float = 0.0  # training compute spent, in host epochs (one epoch of the bare host on its batches)
+    final_metric: float | None = None  # the task's metric on the test split, in its unit (accuracy: final_accuracy)
+    metric: str = "accuracy"  # the task metric's name: what tables report
 
     @property
     def seconds_per_epoch(self) -> float:

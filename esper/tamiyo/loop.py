@@ -15,6 +15,7 @@ import torch
 from ..kasmina import MorphogeneticModel
 from ..kasmina.evaluation import validate_with_counterfactuals
 from ..leyline import ActionSpace, SeedStage
+from ..leyline.metrics import Accuracy, Metric, as_metric
 from esper.tamiyo.episode_parts import (
     ActionResult,
     EpisodeConfig,
@@ -38,6 +39,7 @@ class GrowthLoop:
         max_epochs: int,  # the epochs your loop will run: the controller reads its progress against them
         seed_lr: float | None = None,  # learning rate of a seed's parameter group (None: the first group's)
         counterfactual_stages: tuple[str, ...] = EpisodeConfig.counterfactual_stages,  # stages measured each epoch
+        metric: Metric | None = None,  # the task's metric (None: accuracy); `task.metric` for a task's data
     ):
         if not isinstance(model, MorphogeneticModel):
             raise TypeError(f"model must be a grown model (esper.grow(...)); got {type(model).__name__}")
@@ -66,7 +68,7 @@ class GrowthLoop:
                 f"the model's is {self.actions.blueprints}"
             )
         self.model, self.optimizer, self.controller, self.val_loader = model, optimizer, controller, val_loader
-        self.max_epochs, self.seed_lr = max_epochs, float(lr)
+        self.max_epochs, self.seed_lr, self.metric = max_epochs, float(lr), as_metric(metric)
         self.measured = {SeedStage[s] for s in counterfactual_stages}
         self.locality = input_locality(val_loader)
         self.tracker, self.grads = SignalTracker(), EpisodeGradientStats(model)
@@ -120,13 +122,13 @@ def _metric(metrics: Mapping[str, Any], key: str, default: float | None = None) 
 @patch
 def on_epoch_end(
     self: GrowthLoop,
-    metrics: Mapping[str, float],  # val_accuracy, val_loss; optional train_loss, train_accuracy, train_samples
+    metrics: Mapping[str, float],  # val_accuracy (or val_metric, in the metric's unit), val_loss; optional train_*
 ) -> TamiyoAction:
     "One epoch done: seed bookkeeping, telemetry and counterfactuals, signals, then the controller's decision."
     if self.epoch >= self.max_epochs:
         raise RuntimeError(f"on_epoch_end called after the last of max_epochs={self.max_epochs} epochs")
-    va_acc, va_loss = _metric(metrics, "val_accuracy"), _metric(metrics, "val_loss")
-    tr_loss, tr_acc = _metric(metrics, "train_loss", va_loss), _metric(metrics, "train_accuracy", va_acc)
+    va_acc, va_loss = self._score(metrics, "val"), _metric(metrics, "val_loss")
+    tr_loss, tr_acc = _metric(metrics, "train_loss", va_loss), self._score(metrics, "train", va_acc)
     m = self.model
     self.epoch += 1
     m.step_epoch(self.epoch, va_acc)
@@ -135,7 +137,7 @@ def on_epoch_end(
     slots = sync_seed_telemetry(m, stats, self.epoch, self.max_epochs, self.measured)
     if slots:
         device = next(m.host.parameters()).device
-        va, without = validate_with_counterfactuals(m, self.val_loader, slots, device)
+        va, without = validate_with_counterfactuals(m, self.val_loader, slots, device, self.metric)
         for slot in slots:
             m.counterfactual(slot, self.val_loader, device, with_seed=va["accuracy"], without=without[slot])
     self.tracker.update(self.epoch, tr_loss, tr_acc, va_loss, va_acc, self.global_step)
@@ -169,6 +171,16 @@ def on_epoch_end(
         }
     )
     return action
+
+
+@patch
+def _score(self: GrowthLoop, metrics: Mapping[str, Any], split: str, default: float | None = None) -> float:
+    "The score of `split` ('val' or 'train'): its accuracy, or for another metric its value (`val_metric`) scored."
+    if isinstance(self.metric, Accuracy) or f"{split}_accuracy" in metrics:
+        return _metric(metrics, f"{split}_accuracy", default)
+    if f"{split}_metric" not in metrics and default is not None:
+        return default
+    return self.metric.score(_metric(metrics, f"{split}_metric"))
 
 
 @patch

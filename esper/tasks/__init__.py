@@ -11,7 +11,8 @@ __all__ = ['BUILTIN_TASKS', 'HOST_PRESETS', 'BasicBlock', 'BlockHost', 'CifarRes
            'MNIST1D_CLASSES', 'MNIST1D_LENGTH', 'MNIST1D_SETTINGS', 'MNIST1D_SPLITS', 'load_mnist1d',
            'load_mnist1d_arrays', 'mnist1d_cache_name', 'validate_arrays', 'DIGITS', 'DIGITS_SETTINGS', 'digits_arrays',
            'load_digits_task', 'CIFAR10', 'CIFAR10_MEAN', 'CIFAR10_SETTINGS', 'CIFAR10_STD', 'load_cifar10',
-           'load_cifar10_datasets', 'task_from_data']
+           'load_cifar10_datasets', 'task_from_data', 'CausalSelfAttention', 'Embed', 'GPTBlock', 'TinyGPT', 'GENRES',
+           'SHAKESPEARE', 'SHAKESPEARE_SETTINGS', 'WORKS', 'fetch_shakespeare', 'read_corpus', 'write_corpus']
 
 # %% ../../nbs/tasks/09_tasks.ipynb #04c76b90
 from esper.tasks.hosts import (
@@ -70,10 +71,20 @@ from esper.tasks.cifar10 import (
     load_cifar10,
     load_cifar10_datasets,
 )
+from .gpt import CausalSelfAttention, Embed, GPTBlock, TinyGPT
+from esper.tasks.shakespeare import (
+    GENRES,
+    SHAKESPEARE,
+    SHAKESPEARE_SETTINGS,
+    WORKS,
+    fetch_shakespeare,
+    read_corpus,
+    write_corpus,
+)
 
 # %% ../../nbs/tasks/09_tasks.ipynb #5e6faa09
 #: The families that ship with Esper, registered on import (the first is the default task).
-BUILTIN_TASKS = (MNIST1D, DIGITS, CIFAR10)
+BUILTIN_TASKS = (MNIST1D, DIGITS, CIFAR10, SHAKESPEARE)
 for _family in BUILTIN_TASKS:
     register_task(_family)
 
@@ -130,4 +141,15 @@ _all_ = [
     "load_cifar10_datasets",
     "BUILTIN_TASKS",
     "task_from_data",
+    "CausalSelfAttention",
+    "Embed",
+    "GPTBlock",
+    "TinyGPT",
+    "GENRES",
+    "SHAKESPEARE",
+    "SHAKESPEARE_SETTINGS",
+    "WORKS",
+    "fetch_shakespeare",
+    "read_corpus",
+    "write_corpus",
 ]

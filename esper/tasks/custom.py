@@ -13,6 +13,7 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
+from ..leyline.metrics import Accuracy, Metric, as_metric
 from .hosts import hosts_for
 from .registry import Task, TaskConfig, split_sizes, tensor_loader
 
@@ -20,6 +21,7 @@ from .registry import Task, TaskConfig, split_sizes, tensor_loader
 def _split(
     name: str,  # the argument's name, for messages
     split: Any,  # (inputs, labels) tensors, or a Dataset of (input, label)
+    per_input: bool = True,  # one class index per input (accuracy); False: targets of any shape per input
 ) -> tuple[torch.Tensor, torch.Tensor]:
     "The split as (inputs, labels) tensors, checked: one line names what is wrong."
     if isinstance(split, torch.Tensor) or not (isinstance(split, Dataset) or isinstance(split, (tuple, list))):
@@ -36,7 +38,7 @@ def _split(
         raise ValueError(f"{name}: give (inputs, labels) tensors or a torch Dataset of (input, label) pairs")
     if len(x) == 0:
         raise ValueError(f"{name}: the split is empty")
-    if len(x) != len(y) or y.dim() != 1:
+    if len(x) != len(y) or (per_input and y.dim() != 1):
         raise ValueError(f"{name}: {len(x)} inputs and labels of shape {tuple(y.shape)}; one class index per input")
     if y.is_floating_point() or y.min() < 0:
         raise ValueError(f"{name}: labels must be class indices, integers >= 0")
@@ -53,14 +55,16 @@ def task_from_data(
     batch_size: int = 64,  # training batch size
     val_fraction: float = 0.2,  # share of the training rows carved out as validation when `val` is None
     seed: int = 0,  # which rows are carved out, and the shuffling of the training rows
+    metric: Metric | None = None,  # what the task measures (None: accuracy; `BitsPerToken(V)` for next tokens)
 ) -> Task:
     "A task from your own data, with honest splits and (optionally) your model as its host."
     if model is not None and not callable(model):
         raise ValueError("model: give a callable that returns a fresh nn.Module (a class, or a lambda)")
     if not 0.05 <= val_fraction <= 0.5:
         raise ValueError(f"val_fraction must be in [0.05, 0.5] (got {val_fraction})")
-    xt, yt = _split("train", train)
-    xs, ys = _split("test", test)
+    per_input = isinstance(as_metric(metric), Accuracy)  # a language model's targets are a sequence per input
+    xt, yt = _split("train", train, per_input)
+    xs, ys = _split("test", test, per_input)
     if val is None:
         if len(xt) < 10:
             raise ValueError(f"val: none given, and train has {len(xt)} rows, too few to carve one from (at least 10)")
@@ -68,7 +72,7 @@ def task_from_data(
         n_train, _ = split_sizes(len(xt), val_fraction)
         (xt, xv), (yt, yv) = (xt[rows[:n_train]], xt[rows[n_train:]]), (yt[rows[:n_train]], yt[rows[n_train:]])
     else:
-        xv, yv = _split("val", val)
+        xv, yv = _split("val", val, per_input)
     for split, x in (("val", xv), ("test", xs)):
         if x.shape[1:] != xt.shape[1:] or x.dtype != xt.dtype:
             raise ValueError(
@@ -79,8 +83,9 @@ def task_from_data(
     n_classes = top if n_classes is None else n_classes
     if top > n_classes:
         raise ValueError(f"n_classes: {n_classes}, but a label is {top - 1}")
-    shape, dims = tuple(xt.shape[1:]), xt.dim() - 2
-    default = "" if model is not None else next(iter(hosts_for(dims)), "")
+    shape, tokens = tuple(xt.shape[1:]), xt.dim() == 2 and not xt.is_floating_point()
+    dims = 0 if tokens else xt.dim() - 2  # presets of rank 0 read token ids, never feature vectors
+    default = "" if model is not None or (dims == 0 and not tokens) else next(iter(hosts_for(dims)), "")
     if model is None and not default:
         raise ValueError(f"model: no host preset takes inputs of shape {shape}; give your model (model=...)")
     return Task(
@@ -97,4 +102,5 @@ def task_from_data(
         TaskConfig(batch_size=batch_size, val_fraction=val_fraction, data_seed=seed, shuffle_seed=seed),
         host_factory=model,
         input_dtype=xt.dtype,
+        metric=as_metric(metric),
     )

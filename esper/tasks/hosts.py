@@ -174,17 +174,20 @@ class HostPreset:
     "A named host architecture: its blocks, and the input rank it takes."
 
     name: str  # the registry key
-    dims: int  # input rank it takes: 1 for signals (C, L), 2 for images (C, H, W)
+    dims: int  # input rank it takes: 0 for token ids (T,), 1 for signals (C, L), 2 for images (C, H, W)
     widths: tuple[int, ...]  # output channels of each block
     kernel_sizes: tuple[int, ...]  # kernel size of each block
     global_pool: bool = False  # average-pool before the head instead of flattening
     description: str = ""  # one line for listings
-    architecture: str = "conv"  # a key of `HOST_ARCHITECTURES`: "conv" (`ConvHost`) or "resnet" (`CifarResNet`)
+    architecture: str = "conv"  # a key of `HOST_ARCHITECTURES`: "conv" (`ConvHost`), "resnet", "gpt"
+    heads: int = 0  # attention heads per block (a transformer's)
 
 
 #: The host registry: every `--host` choice and host check reads it; `register_host` adds one.
 HOST_PRESETS: dict[str, HostPreset] = {}
-#: The classes a preset builds: `cls(in_channels, n_classes, widths, kernel_sizes, input_size, global_pool=...)`.
+#: The classes a preset builds: `cls.from_preset(preset, input_shape, n_classes)` where the class has it (and then
+#: `cls.check_preset(preset)` checks a preset), else `cls(in_channels, n_classes, widths, kernel_sizes, input_size,
+#: global_pool=...)`.
 HOST_ARCHITECTURES: dict[str, type[nn.Module]] = {"conv": ConvHost, "resnet": CifarResNet}
 
 
@@ -193,16 +196,22 @@ def register_host(
     replace: bool = False,  # allow replacing a preset of the same name
 ) -> HostPreset:
     "Add a host preset to `HOST_PRESETS` (checked first: one line names what is wrong)."
-    if preset.name in HOST_PRESETS and not replace:
+    if HOST_PRESETS.get(preset.name, preset) != preset and not replace:  # the same preset again is a no-op
         raise ValueError(f"host preset {preset.name!r} is already registered (pass replace=True to replace it)")
-    if preset.dims not in (1, 2):
-        raise ValueError(f"host preset {preset.name!r}: dims must be 1 or 2 (got {preset.dims!r})")
-    if not preset.widths or len(preset.widths) != len(preset.kernel_sizes):
-        raise ValueError(f"host preset {preset.name!r}: widths and kernel_sizes must be non-empty and of one length")
+    if preset.dims not in (0, 1, 2):
+        raise ValueError(f"host preset {preset.name!r}: dims must be 0, 1 or 2 (got {preset.dims!r})")
     if preset.architecture not in HOST_ARCHITECTURES:
         known = ", ".join(HOST_ARCHITECTURES)
         raise ValueError(
             f"host preset {preset.name!r}: unknown architecture {preset.architecture!r}; choose one of: {known}"
+        )
+    cls = HOST_ARCHITECTURES[preset.architecture]
+    if hasattr(cls, "check_preset"):
+        cls.check_preset(preset)
+    elif preset.dims == 0 or not preset.widths or len(preset.widths) != len(preset.kernel_sizes):
+        raise ValueError(
+            f"host preset {preset.name!r}: widths and kernel_sizes must be non-empty and of one length, "
+            f"inputs of rank 1 or 2"
         )
     if preset.architecture == "resnet" and (preset.dims != 2 or not preset.global_pool):
         raise ValueError(f"host preset {preset.name!r}: a resnet takes 2-D inputs and pools globally")
@@ -258,7 +267,7 @@ for _p in (
 
 
 def hosts_for(
-    dims: int,  # input rank: 1 or 2
+    dims: int,  # input rank: 0 (token ids), 1 or 2
 ) -> tuple[str, ...]:
     "Names of the registered host presets that take inputs of rank `dims`."
     return tuple(n for n, p in HOST_PRESETS.items() if p.dims == dims)
@@ -270,7 +279,7 @@ def build_host(
     n_classes: int,  # classes of the task
     input_size: tuple[int, ...],  # spatial input size of the task
 ) -> nn.Module:
-    "Instantiate a host preset for a task's input shape: a `ConvHost` or a `CifarResNet`."
+    "Instantiate a host preset for a task's input shape (`in_channels` first): a `ConvHost`, `CifarResNet`, ..."
     if preset not in HOST_PRESETS:
         raise ValueError(f"unknown host preset {preset!r}; choose one of: {', '.join(HOST_PRESETS)}")
     p = HOST_PRESETS[preset]
@@ -280,6 +289,8 @@ def build_host(
             f"(for those: {', '.join(hosts_for(len(input_size))) or 'none registered'})"
         )
     cls = HOST_ARCHITECTURES[p.architecture]
+    if hasattr(cls, "from_preset"):
+        return cls.from_preset(p, (in_channels, *input_size), n_classes)
     return cls(in_channels, n_classes, p.widths, p.kernel_sizes, input_size, global_pool=p.global_pool)
 
 
@@ -290,8 +301,10 @@ def preset_block_names(
     if preset not in HOST_PRESETS:
         raise ValueError(f"unknown host preset {preset!r}; choose one of: {', '.join(HOST_PRESETS)}")
     p = HOST_PRESETS[preset]
-    prefix = HOST_ARCHITECTURES[p.architecture].block_prefix
-    return tuple(f"{prefix}{i + 1}" for i in range(len(p.widths)))
+    cls = HOST_ARCHITECTURES[p.architecture]
+    if hasattr(cls, "preset_block_names"):
+        return cls.preset_block_names(p)
+    return tuple(f"{cls.block_prefix}{i + 1}" for i in range(len(p.widths)))
 
 
 def count_parameters(module: nn.Module) -> int:

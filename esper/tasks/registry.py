@@ -19,6 +19,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+from ..leyline.metrics import ACCURACY, Metric
 from .hosts import HOST_PRESETS, build_host, hosts_for
 
 # %% ../../nbs/tasks/01_tasks.ipynb #88cfb956
@@ -151,7 +152,8 @@ class Splits:
     train: Any  # what the host trains on
     val: Any  # what controllers, gates, the governor, counterfactuals and rewards see
     test: Any  # scored once, at the end of an episode: what tables report
-    n_classes: int  # labels lie in 0..n_classes-1
+    n_classes: int  # labels lie in 0..n_classes-1 (a language model's: the vocabulary)
+    metric: Metric | None = None  # what the task measures (None: accuracy)
 
 
 @dataclass(frozen=True)
@@ -160,7 +162,7 @@ class TaskFamily:
 
     name: str  # the registry key (`--task`)
     loader: Callable[..., Splits]  # `(cfg: TaskConfig, settings: dict) -> Splits`; settings complete and checked
-    input_dims: int  # 1 for signals (C, L), 2 for images (C, H, W)
+    input_dims: int  # 0 for token ids (T,), 1 for signals (C, L), 2 for images (C, H, W)
     default_host: str  # a `HOST_PRESETS` name whose `dims` is `input_dims`
     settings: dict[str, Setting] = field(default_factory=dict)  # the family's settings by name
     description: str = ""  # one line for listings
@@ -201,8 +203,8 @@ def register_task(
     f = family
     if TASK_FAMILIES.get(f.name, f) is not f and not replace:  # the same family again is a no-op
         raise ValueError(f"task {f.name!r} is already registered (pass replace=True to replace it)")
-    if f.input_dims not in (1, 2):
-        raise ValueError(f"task {f.name!r}: input_dims must be 1 or 2 (got {f.input_dims!r})")
+    if f.input_dims not in (0, 1, 2):
+        raise ValueError(f"task {f.name!r}: input_dims must be 0, 1 or 2 (got {f.input_dims!r})")
     if f.default_host not in HOST_PRESETS:
         hosts = ", ".join(HOST_PRESETS)
         raise ValueError(f"task {f.name!r}: unknown default host {f.default_host!r}; choose one of: {hosts}")
@@ -298,6 +300,7 @@ class Task:
     settings: dict[str, Any] = field(repr=False, default_factory=dict)  # the family's settings, every one
     host_factory: Callable[[], nn.Module] | None = field(repr=False, default=None)  # a user's model (`task_from_data`)
     input_dtype: torch.dtype = field(repr=False, default=torch.float32)  # integer for token ids
+    metric: Metric = field(repr=False, default=ACCURACY)  # what the task measures: loss, metric and score
 
     def make_host(self, preset: str | None = None) -> nn.Module:
         "A fresh host: the user's model where the task has one, else a preset (default: the task's) for its inputs."
@@ -349,4 +352,21 @@ def get_task(
     if len(shape) != family.input_dims + 1:
         raise InvalidTaskData(f"task {cfg.name!r}: inputs of shape {shape}, expected {family.input_dims} + 1 dims")
     host = cfg.host or family.default_host
-    return Task(cfg.name, train, val, test, shape, s.n_classes, n_train, n_val, n_test, host, cfg, settings)
+    metric = s.metric or ACCURACY
+    dtype = s.train[0].dtype if isinstance(s.train, (tuple, list)) else torch.float32
+    return Task(
+        cfg.name,
+        train,
+        val,
+        test,
+        shape,
+        s.n_classes,
+        n_train,
+        n_val,
+        n_test,
+        host,
+        cfg,
+        settings,
+        input_dtype=dtype,
+        metric=metric,
+    )

@@ -20,7 +20,7 @@ from torch import nn
 
 from ..leyline import SeedStage, LIVE_STAGES, TRAINABLE_SEED_STAGES, TelemetryEvent, TelemetryEventType
 from ..kasmina.evaluation import validate_with_counterfactuals
-from .trainer import EpochMetrics, train_epoch, validate, make_sgd
+from .trainer import EpochMetrics, train_epoch, validate, make_optimizer
 
 # %% ../../nbs/tolaria/02_governor.ipynb #df859756
 #: Learning-rate schedules over an episode: base rates throughout, or a half-cosine decay to zero.
@@ -57,6 +57,7 @@ class EpochRunner:
         criterion: Callable | None = None,  # loss (default: cross-entropy)
         lr_schedule: str = "constant",  # "constant" or "cosine" (see `lr_factor`)
         total_epochs: int | None = None,  # epochs in the run; required by a decaying schedule
+        optimizer: str = "sgd",  # "sgd" or "adamw" (see `make_optimizer`), for the host and every seed
     ):
         if seed_lr <= 0:
             raise ValueError(f"seed_lr must be > 0 (got {seed_lr})")
@@ -66,11 +67,12 @@ class EpochRunner:
         self.model, self.device, self.criterion = model, torch.device(device), criterion
         self.lr_schedule, self.total_epochs = lr_schedule, total_epochs
         self.seed_lr, self.momentum, self.weight_decay = seed_lr, momentum, weight_decay
-        self.host_optimizer = make_sgd(model.get_host_parameters(), host_lr, momentum, weight_decay)
+        self.kind = optimizer
+        self.host_optimizer = make_optimizer(optimizer, model.get_host_parameters(), host_lr, momentum, weight_decay)
         self.seed_optimizers: dict[str, torch.optim.Optimizer] = {}  # seed_id -> its SGD
 
     def sync_optimizers(self) -> None:
-        "Create an SGD for each new seed, drop those of pruned seeds; existing ones are kept as they are."
+        "Create an optimizer for each new seed, drop those of pruned seeds; existing ones are kept as they are."
         present = {
             st.seed_id: slot for slot, st in self.model.seed_states().items() if self.model.slot(slot).seed is not None
         }
@@ -78,8 +80,8 @@ class EpochRunner:
             del self.seed_optimizers[sid]
         for sid, slot in present.items():
             if sid not in self.seed_optimizers:
-                self.seed_optimizers[sid] = make_sgd(
-                    self.model.get_seed_parameters(slot), self.seed_lr, self.momentum, self.weight_decay
+                self.seed_optimizers[sid] = make_optimizer(
+                    self.kind, self.model.get_seed_parameters(slot), self.seed_lr, self.momentum, self.weight_decay
                 )
 
     def optimizers(self) -> list[torch.optim.Optimizer]:

@@ -75,7 +75,13 @@ def load_training_checkpoint(
 #: Settings added to the trainer config after checkpoints were first written, with the value every run
 #: saved before them used: a checkpoint that lacks one ran with that value.
 ADDED_SETTINGS: dict[str, Any] = {
-    "episode_config": {"lr_schedule": "constant", "param_budget": None, "compute_budget": None, "blueprints": None},
+    "episode_config": {
+        "lr_schedule": "constant",
+        "param_budget": None,
+        "compute_budget": None,
+        "blueprints": None,
+        "optimizer": "sgd",
+    },
     "lr_anneal_episodes": 0,
     "blueprint_offer_episodes": 0,
 }

@@ -1,0 +1,291 @@
+"""The growth field's benchmark on text: a small character GPT grown on Shakespeare, judged by the training compute
+each rival spends to reach the validation loss of its own final topology trained from scratch.
+
+    .venv/bin/python bench/bench_growth_lm.py --out nbs/results/growth_lm/results.json
+
+Every rival trains the `gpt_tiny` host (one pre-norm block of width 32) on the same batches with AdamW, under one
+compute budget (in epochs of the bare host): the static host; Tamiyo's heuristic; the greedy rule; fixed-interval
+growth (a transformer block every k epochs at the next open slot, G_stack-like, k chosen on the tune seeds); the
+best single plan of the plan search (chosen on the tune seeds); and the per-problem oracle (the plan that scored
+best on each held-out problem's own test split: a ceiling, not a rival one could deploy). Tune seeds (< 1000) read
+the training split of works and score on its validation works; held-out seeds (>= 1000) each draw their own split of
+whole works, and every figure below is on them.
+
+Each rival's grown architecture gets its **from-scratch twin**: the final topology, instantiated at step 0 and
+trained plainly with the whole budget (`esper.tamiyo.twins`). The twin's final validation bits are the target; the
+saving is 1 - (compute the rival spent to first reach that target) / (compute the twin spent to reach it). Test bits
+per character at the budget are reported beside it, with paired 95% confidence intervals over the held-out seeds.
+
+The corpus is fetched once into the data folder (`esper.tasks.fetch_shakespeare()`, or `--download`).
+"""
+import argparse
+import math
+import platform
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, wait
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
+from esper.leyline.files import OutputError, check_output_file, save_figure_atomic, write_json_atomic, write_text_atomic
+from esper.leyline.stats import mean_ci95
+from esper.tamiyo import EpisodeConfig, HeuristicTamiyo, StaticTamiyo, run_episode
+from esper.tamiyo.plans import GreedyTamiyo, PlanTamiyo
+from esper.tamiyo.twins import final_topology, flops_to_reach, train_fixed
+from esper.tasks import TaskDataError, get_task
+from esper.tolaria import validate
+from esper.tolaria.compute import host_epoch_flops
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_learning import cpu_model, git_state  # noqa: E402
+from stoppable_pool import stoppable_pool, stops_in_one_line  # noqa: E402
+
+#: The token blueprints the plans plant: the causal-token menu.
+BLUEPRINTS = ("attention_block", "mlp", "transformer_block", "low_rank")
+
+
+# ------------------------------------------------------------------------------------------------- runs
+
+def task_of(a: dict[str, Any], seed: int):
+    settings = {"context": a["context"], "train_chars": a["train_chars"], "eval_chars": a["eval_chars"]}
+    return get_task("shakespeare", seed=seed, settings=settings, data_dir=a["data_dir"], host=a["host"])
+
+
+def controller_of(name: str):
+    "A rival's controller from its name: static, heuristic, greedy, or plan:<plan>."
+    if name.startswith("plan:"):
+        return PlanTamiyo(name[5:])
+    return {"static": StaticTamiyo, "heuristic": HeuristicTamiyo, "greedy": GreedyTamiyo}[name]()
+
+
+def episode_job(name: str, seed: int, a: dict[str, Any]) -> dict[str, Any]:
+    "One episode of a rival on one problem: its curve (compute in host epochs, validation bits) and test bits."
+    torch.set_num_threads(1)
+    task = task_of(a, seed)
+    cfg = EpisodeConfig(max_epochs=4 * a["budget"], compute_budget=float(a["budget"]), optimizer="adamw",
+                        host_lr=a["lr"], seed_lr=a["lr"], lr_schedule="constant")
+    r = run_episode(task, controller_of(name), cfg, seed=seed)
+    return {"kind": "episode", "rival": name, "seed": seed, "test_bits": r.final_metric, "grown": r.grown,
+            "params": r.host_params + r.params_added, "seconds": round(r.seconds, 1),
+            "curve": [(h["compute"], h["val_metric"]) for h in r.history]}
+
+
+def twin_job(grown: str, seed: int, a: dict[str, Any]) -> dict[str, Any]:
+    "The from-scratch twin of a grown architecture on one problem, trained with the whole budget."
+    torch.set_num_threads(1)
+    task = task_of(a, seed)
+    torch.manual_seed(seed)
+    bare = final_topology(task, "", seed)
+    unit = host_epoch_flops(bare, task.input_shape, task.n_train, task.input_dtype)  # one host epoch
+    twin = final_topology(task, grown, seed)
+    t0 = time.perf_counter()
+    curve = train_fixed(twin, task, 10 * a["budget"], a["lr"], flops_budget=a["budget"] * unit)
+    test = validate(twin, task.test_loader, criterion=task.metric)["metric"]
+    return {"kind": "twin", "grown": grown, "seed": seed, "test_bits": test, "unit_flops": unit,
+            "seconds": round(time.perf_counter() - t0, 1),
+            "curve": [(r["flops"] / unit, r["val_metric"]) for r in curve]}
+
+
+def run_all(jobs: list[tuple], workers: int) -> list[dict[str, Any]]:
+    "Run (function, args) jobs on a pool of `workers` processes; results in the order they finish."
+    out, t0 = [], time.perf_counter()
+    with stoppable_pool(workers) as pool:
+        pending = {pool.submit(fn, *args): args[:2] for fn, args in jobs}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for f in done:
+                r = f.result()
+                out.append(r)
+                what = r.get("rival") or f"twin of {r['grown'] or 'the host'}"
+                print(f"[{time.perf_counter() - t0:6.0f}s] {what}, seed {r['seed']}: {r['test_bits']:.3f} test bits"
+                      + (f", grown {r['grown'] or 'nothing'}" if r["kind"] == "episode" else ""), flush=True)
+                del pending[f]
+    return out
+
+
+# --------------------------------------------------------------------------------------------- analysis
+
+def plans_searched(budget: int, slots: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(single-seed plans, fixed-interval plans): every blueprint in every slot at three planting epochs; and a
+    transformer block every k epochs at the next open slot, for three k."""
+    epochs = sorted({1, max(1, budget // 4), max(1, budget // 2)})
+    single = [f"plan:{bp}@{s}/{e}" for bp in BLUEPRINTS for s in slots for e in epochs]
+    ks = sorted({max(1, budget // 6), max(1, budget // 4), max(1, budget // 3)})
+    fixed = ["plan:" + "+".join(f"transformer_block@{s}/{k * (i + 1)}" for i, s in enumerate(slots)) for k in ks]
+    return single, fixed
+
+
+def mean_of(rows: list[dict], key: str) -> float:
+    return sum(r[key] for r in rows) / len(rows)
+
+
+def saving(episode: dict, twin: dict) -> dict[str, Any]:
+    "The compute a rival spent to reach its twin's final validation bits, against what the twin spent to reach them."
+    target = twin["curve"][-1][1]
+    twin_at = flops_to_reach(twin["curve"], target)
+    at = flops_to_reach(episode["curve"], target)
+    return {"target_bits": target, "twin_compute": twin_at, "compute": at,
+            "saving": None if at is None else 1.0 - at / twin_at}
+
+
+def summarise(rows: list[dict], eval_seeds: list[int], chosen: dict[str, str]) -> dict[str, Any]:
+    "Per rival: test bits and saving over the held-out seeds, each with a paired 95% CI (against the static host)."
+    eps = {(r["rival"], r["seed"]): r for r in rows if r["kind"] == "episode"}
+    twins = {(r["grown"], r["seed"]): r for r in rows if r["kind"] == "twin"}
+    out = {}
+    for label, rival in chosen.items():
+        per_seed = []
+        for s in eval_seeds:
+            name = rival if rival != "oracle" else chosen_oracle(eps, s)
+            e = eps[(name, s)]
+            t = twins[(e["grown"], s)]
+            per_seed.append({"seed": s, "rival": name, "test_bits": e["test_bits"], "twin_test_bits": t["test_bits"],
+                             "grown": e["grown"], "params": e["params"], **saving(e, t)})
+        bits = mean_ci95([p["test_bits"] for p in per_seed])
+        vs_static = mean_ci95([p["test_bits"] - eps[("static", p["seed"])]["test_bits"] for p in per_seed])
+        vs_twin = mean_ci95([p["test_bits"] - p["twin_test_bits"] for p in per_seed])
+        reached = [p["saving"] for p in per_seed if p["saving"] is not None]
+        out[label] = {"rival": rival, "test_bits": bits, "minus_static": vs_static, "minus_twin": vs_twin,
+                      "reached": f"{len(reached)}/{len(per_seed)}",
+                      "saving": mean_ci95(reached) if len(reached) == len(per_seed) else None, "per_seed": per_seed}
+    return out
+
+
+def chosen_oracle(eps: dict, seed: int) -> str:
+    "The plan with the lowest test bits on this held-out problem (a ceiling: it reads the test split)."
+    plans = [(r["test_bits"], name) for (name, s), r in eps.items() if s == seed and name.startswith("plan:")]
+    return min(plans)[1]
+
+
+def table(summary: dict[str, Any], budget: int) -> str:
+    head = (f"Test bits per character (lower is better) at a budget of {budget} host epochs, on held-out works; "
+            "saving = compute less than the rival's own from-scratch twin needs to reach the twin's final validation "
+            "bits (paired 95% CI over the held-out seeds).\n\n"
+            "| rival | test bits | vs static | vs own twin | twin reached | compute saving |\n|---|---|---|---|---|---|\n")
+    lines = []
+    for label, s in summary.items():
+        sv = "n/a" if s["saving"] is None else f"{100 * s['saving'][0]:+.0f}% ± {100 * s['saving'][1]:.0f}"
+        lines.append(f"| {label} | {s['test_bits'][0]:.3f} ± {s['test_bits'][1]:.3f} | "
+                     f"{s['minus_static'][0]:+.3f} ± {s['minus_static'][1]:.3f} | "
+                     f"{s['minus_twin'][0]:+.3f} ± {s['minus_twin'][1]:.3f} | {s['reached']} | {sv} |")
+    return head + "\n".join(lines)
+
+
+def curves_figure(rows: list[dict], summary: dict[str, Any], seed: int):
+    "Validation bits against compute on one held-out problem: each rival (solid) and its from-scratch twin (dotted)."
+    import matplotlib.pyplot as plt
+
+    eps = {(r["rival"], r["seed"]): r for r in rows if r["kind"] == "episode"}
+    twins = {(r["grown"], r["seed"]): r for r in rows if r["kind"] == "twin"}
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for i, (label, s) in enumerate(summary.items()):
+        p = next(p for p in s["per_seed"] if p["seed"] == seed)
+        e, t = eps[(p["rival"], seed)], twins[(p["grown"], seed)]
+        ax.plot(*zip(*e["curve"]), color=f"C{i}", label=f"{label}: {p['grown'] or 'nothing grown'}")
+        ax.plot(*zip(*t["curve"]), color=f"C{i}", ls=":", alpha=0.8)
+    ax.set(xlabel="training compute (epochs of the bare host)", ylabel="validation bits per character",
+           title=f"Held-out problem (seed {seed}): rivals (solid) and their from-scratch twins (dotted)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+# ------------------------------------------------------------------------------------------------- main
+
+def build_parser() -> OneLineParser:
+    ap = OneLineParser(prog="bench_growth_lm.py", description=__doc__.splitlines()[0])
+    a = ap.add_argument
+    a("--eval-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1000, 1001, 1002],
+      help="held-out problems: seeds >= 1000, each its own split of works (default: 1000 1001 1002)")
+    a("--tune-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[0, 1],
+      help="seeds < 1000 that choose the best plan, controller and k (default: 0 1)")
+    a("--budget", type=positive_int, default=40, help="training compute, in epochs of the bare host (default: 40)")
+    a("--context", type=positive_int, default=64, help="characters an input reads (default: 64)")
+    a("--train-chars", type=positive_int, default=131072, help="training characters an epoch reads (default: 131072)")
+    a("--eval-chars", type=positive_int, default=32768, help="validation and test characters scored (default: 32768)")
+    a("--lr", type=float, default=3e-3, help="AdamW learning rate of host and seeds (default: 0.003)")
+    a("--host", default="gpt_tiny", help="the host preset to grow (default: gpt_tiny)")
+    a("--workers", type=positive_int, default=2, help="worker processes, one torch thread each (default: 2)")
+    a("--data-dir", default=None, help="the data folder (default: $ESPER_DATA_DIR or ~/.cache/esper)")
+    a("--download", action="store_true", help="fetch the corpus into the data folder if it is not there")
+    a("--out", required=True, help="the results file (JSON); a table (.md) and a figure (.png) go beside it")
+    add_overwrite_argument(ap)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    if bad := [s for s in args.eval_seeds if s < 1000]:
+        ap.error(f"--eval-seeds must be held-out seeds, >= 1000 (got {bad[0]})")
+    if bad := [s for s in args.tune_seeds if s >= 1000]:
+        ap.error(f"--tune-seeds must be below 1000, apart from the held-out problems (got {bad[0]})")
+    if not 0 < args.lr < 1:
+        ap.error(f"--lr must be in (0, 1) (got {args.lr})")
+    out = Path(args.out)
+    extras = (out.with_suffix(".md"), out.with_suffix(".png"))
+    if (earlier_results(out) or any(p.exists() for p in extras)) and not args.overwrite:
+        ap.error(f"--out {out} holds an earlier run's results; pass --overwrite to replace them")
+    try:
+        check_output_file(out, "--out")
+    except OutputError as e:
+        ap.error(str(e))
+    a = {"context": args.context, "train_chars": args.train_chars, "eval_chars": args.eval_chars,
+         "data_dir": args.data_dir, "host": args.host, "budget": args.budget, "lr": args.lr}
+    try:  # the corpus and the settings are checked before any training
+        for s in args.tune_seeds + args.eval_seeds:
+            probe = get_task("shakespeare", seed=s, data_dir=args.data_dir, download=args.download, host=args.host,
+                             settings={k: a[k] for k in ("context", "train_chars", "eval_chars")})
+    except (TaskDataError, ValueError) as e:
+        ap.error(str(e))
+    slots = tuple(final_topology(probe, "", 0).model.slot_ids)
+    single, fixed = plans_searched(args.budget, slots)
+    candidates = single + fixed
+    t0 = time.perf_counter()
+    with stops_in_one_line("bench_growth_lm.py"):
+        rules = ["static", "heuristic", "greedy"]
+        rows = run_all([(episode_job, (n, s, a)) for n in rules + candidates for s in args.tune_seeds], args.workers)
+        tune = {}
+        for r in rows:
+            tune.setdefault(r["rival"], []).append(r["curve"][-1][1])  # validation bits at the budget
+        score = {n: sum(v) / len(v) for n, v in tune.items()}
+        best_plan = min(single + fixed, key=score.get)
+        best_fixed = min(fixed, key=score.get)
+        best = min(["heuristic", "greedy", best_plan], key=score.get)
+        chosen = {"static": "static", "heuristic": "heuristic", "greedy": "greedy",
+                  "fixed-interval growth": best_fixed, "best single plan": best_plan,
+                  "best controller (tune)": best, "oracle plan": "oracle"}
+        print(f"chosen on the tune seeds: best plan {best_plan}, fixed interval {best_fixed}, best controller {best}")
+        held = run_all([(episode_job, (n, s, a)) for n in rules + candidates for s in args.eval_seeds], args.workers)
+        eps = {(r["rival"], r["seed"]): r for r in held}
+        needed = {(eps[(n, s)]["grown"], s) for n in rules + [best_plan, best_fixed] for s in args.eval_seeds}
+        needed |= {(eps[(chosen_oracle(eps, s), s)]["grown"], s) for s in args.eval_seeds}
+        twins = run_all([(twin_job, (g, s, a)) for g, s in sorted(needed)], args.workers)
+    rows_all = held + twins
+    chosen["oracle plan"] = "oracle"
+    summary = summarise(rows_all, args.eval_seeds, chosen)
+    text = table(summary, args.budget)
+    result = {
+        "command": "python bench/bench_growth_lm.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "machine": {"cpu": cpu_model() or platform.machine(), "workers": args.workers, "torch": torch.__version__},
+        **git_state(Path(__file__).resolve().parents[1]),
+        "settings": a | {"eval_seeds": args.eval_seeds, "tune_seeds": args.tune_seeds, "data_dir": None},
+        "unit_flops": {str(r["seed"]): r["unit_flops"] for r in twins},
+        "chosen": {"best_plan": best_plan, "fixed_interval": best_fixed, "best_controller": best},
+        "tune_validation_bits": score, "seconds": round(time.perf_counter() - t0),
+        "summary": {k: {kk: vv for kk, vv in v.items()} for k, v in summary.items()},
+        "tune_runs": rows, "runs": rows_all,
+    }
+    write_json_atomic(out, result)
+    write_text_atomic(out.with_suffix(".md"), text + "\n")
+    save_figure_atomic(out.with_suffix(".png"), curves_figure(rows_all, summary, args.eval_seeds[0]), dpi=120)
+    print(text)
+    print(f"{round(time.perf_counter() - t0)} s; written: {out}, {out.with_suffix('.md')}, {out.with_suffix('.png')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
