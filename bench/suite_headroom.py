@@ -25,8 +25,32 @@ import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
 FILES = ("headroom.json", "headroom.md", "headroom.png")
 
 
+def markdown_in_metric(r: dict) -> str:
+    "The per-problem table of a suite measured otherwise than by accuracy (text: bits per character, lower is better)."
+    metric = r["metric"]
+    lines = [
+        f"Suite `{r['suite']}` v{r['version']}: test {metric} (task test splits; lower is better), mean over test "
+        f"seeds {', '.join(map(str, r['test_seeds']))}; plans chosen on tune seeds "
+        f"{', '.join(map(str, r['tune_seeds']))} by the score controllers read (higher as {metric} falls).",
+        "",
+        "| problem | oracle plan | oracle | best single rule | greedy | heuristic | oracle less best rival |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for p in r["problems"]:
+        m = p["in_metric"]
+        lines.append(f"| {p['problem']} | `{p['oracle_plan'].removeprefix('plan:')}` | {m['oracle']:.3f} | "
+                     f"{m['best single rule']:.3f} | {m['greedy']:.3f} | {m['heuristic']:.3f} | "
+                     f"{m['oracle'] - min(m[k] for k in ('best single rule', 'greedy', 'heuristic')):+.3f} |")
+    lines += ["", f"Best single rule: `{r['best_single_rule'].removeprefix('plan:')}`. In the score's points, the "
+              f"oracle's margin over the best rival ({r['best_rival']}) is {r['margin']:+.2f} ± {r['margin_ci95']:.2f} "
+              "(paired 95% CI over problems x seeds)."]
+    return "\n".join(lines) + "\n"
+
+
 def markdown(r: dict) -> str:
     "The per-problem table and the summary lines."
+    if "metric" in r:
+        return markdown_in_metric(r)
     lines = [
         f"Suite `{r['suite']}` v{r['version']}: test accuracy % (task test splits), mean over test seeds "
         f"{', '.join(map(str, r['test_seeds']))}; plans chosen on tune seeds {', '.join(map(str, r['tune_seeds']))}.",
@@ -73,7 +97,7 @@ def heatmap(r: dict):
             ax.add_patch(Rectangle((plans.index(p["oracle_plan"]) - 0.5, i - 0.5), 1, 1, fill=False, ec="red", lw=2))
     ax.set_xticks(range(len(plans)), [c.removeprefix("plan:") for c in plans], rotation=90, fontsize=7)
     ax.set_yticks(range(len(problems)), problems, fontsize=8)
-    fig.colorbar(im, ax=ax, label="test accuracy % (tune seeds)")
+    fig.colorbar(im, ax=ax, label="test score (tune seeds)" if "metric" in r else "test accuracy % (tune seeds)")
     ax.set_title(f"{r['suite']}: every plan on every problem (red: each problem's best)")
     fig.tight_layout()
     return fig
@@ -115,8 +139,9 @@ def main(argv: list[str] | None = None) -> None:
     except (OutputError, PermissionError) as e:
         ap.error(str(e))
     t0, played = time.perf_counter(), []
+    said = lambda row: (f"{row['test_metric']:.3f} {row['metric']}" if "metric" in row else f"{row['test_accuracy']:.1f}%")
     on_row = lambda row: played.append(row) or print(f"{row['problem']} {row['controller']} seed {row['seed']}: "
-                                                     f"{row['test_accuracy']:.1f}% ({row['seconds']:.0f} s)", flush=True)
+                                                     f"{said(row)} ({row['seconds']:.0f} s)", flush=True)
     with stops_in_one_line("suite_headroom.py", f"the episodes played so far are kept in {a.cache}"):
         r = search(suite, cache, a.workers, tuple(a.epochs), tuple(a.tune_seeds), tuple(a.test_seeds),
                    on_row=on_row)

@@ -53,3 +53,24 @@ def test_a_cache_that_cannot_be_written_is_refused_before_any_episode(tmp_path, 
         _headroom().main(["--suite", "tiny", "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c.jsonl")])
     err = capsys.readouterr().err
     assert "--cache" in err and "is a folder" in err and "Traceback" not in err
+
+
+def test_a_text_suite_reports_bits_per_character(tmp_path, capsys, monkeypatch):
+    import random
+
+    from esper.tasks import write_corpus
+
+    rng = random.Random(0)
+    words = "to be or not that is the question whether tis nobler in the mind to suffer".split()
+    write_corpus({f"work{i}": " ".join(rng.choice(words) for _ in range(500)) + "\n" for i in range(6)}, tmp_path)
+    monkeypatch.setenv("ESPER_DATA_DIR", str(tmp_path))  # the corpus the test wrote, never the download
+    h = _headroom()
+    h.main(["--suite", "text-tiny", "--tune-seeds", "0", "--test-seeds", "1000", "--cache",
+            str(tmp_path / "plays.jsonl"), "--out", str(tmp_path / "out")])
+    table = (tmp_path / "out" / "headroom.md").read_text()
+    assert "test bits per character (task test splits; lower is better)" in table
+    r = json.loads((tmp_path / "out" / "headroom.json").read_text())
+    assert r["metric"] == "bits per character"
+    for p in r["problems"]:
+        assert 0 < p["in_metric"]["oracle"] <= min(p["in_metric"][k] for k in ("greedy", "heuristic")) + 0.5
+        assert f"| {p['problem']} | " in table

@@ -152,3 +152,24 @@ def test_the_comparison_table_reports_the_task_metric():
     assert "| heuristic | 2.500 ± " in table
     accuracy = {k: v for k, v in ep.items() if k not in ("metric", "final_metric")}
     assert "test acc (%)" in markdown_table(summarize({"static": [accuracy, accuracy]}))
+
+
+def test_a_text_suite_goes_through_the_plan_search(corpus, monkeypatch):
+    from esper.tamiyo.plan_search import Play, play
+    from esper.tamiyo.plans import every_plan
+    from esper.tamiyo.problems import get_suite
+
+    monkeypatch.setenv("ESPER_DATA_DIR", str(corpus))
+    problem = get_suite("text-tiny")["text-tiny-p20000-c3"]
+    cfg = problem.episode_config()
+    assert (cfg.optimizer, cfg.host_lr, cfg.seed_lr) == ("adamw", 3e-3, 3e-3)
+    task = problem.load_task(0)
+    model = MorphogeneticModel(task.make_host(), blueprints=problem.blueprints)
+    plans = every_plan(model, problem.blueprints, param_budget=problem.param_budget)
+    assert len(plans) > 4 and all(p.blueprints == () or p.blueprints[0] in problem.blueprints for p in plans)
+    rows = [play(Play(problem, c, 0)) for c in ("static", "greedy", f"plan:{plans[1]}")]
+    for row in rows:
+        assert row["metric"] == "bits per character" and 0 < row["test_metric"] < math.log2(task.n_classes) + 1
+        assert row["test_accuracy"] == pytest.approx(task.metric.score(row["test_metric"]))
+    assert rows[1]["params"] <= problem.param_budget
+    assert "optimizer" not in get_suite("tiny").problems[0].to_dict()  # image problems keep their keys

@@ -82,8 +82,9 @@ def episode_row(
     seed: int,  # the episode's task seed
     r: EpisodeResult,  # what the episode returned
 ) -> dict[str, Any]:
-    "One episode as a row: its test accuracy (what tables report) and what it spent."
-    return {
+    "One episode as a row: its test accuracy (the score, for a task measured otherwise) and what it spent."
+    measured = {} if r.metric == "accuracy" else {"metric": r.metric, "test_metric": r.final_metric}  # in its unit
+    return measured | {
         "problem": problem.name,
         "controller": controller,
         "seed": seed,
@@ -253,9 +254,11 @@ def as_played(
     return f"plan:{within_budget(plan, model)}"
 
 
-def _accs(rows: list[dict], problem: str, controller: str, seeds: tuple[int, ...]) -> list[float]:
-    "The test accuracies of one controller on one problem, seed by seed (one line if a seed was not played)."
-    by_seed = {r["seed"]: r["test_accuracy"] for r in rows if r["problem"] == problem and r["controller"] == controller}
+def _accs(
+    rows: list[dict], problem: str, controller: str, seeds: tuple[int, ...], key: str = "test_accuracy"
+) -> list[float]:
+    "The test accuracies (or `key`) of one controller on one problem, seed by seed (one line if a seed is missing)."
+    by_seed = {r["seed"]: r[key] for r in rows if r["problem"] == problem and r["controller"] == controller}
     missing = [s for s in seeds if s not in by_seed]
     if missing:
         raise ValueError(f"{controller} on {problem}: seed {missing[0]} was not played")
@@ -297,6 +300,7 @@ def headroom(
 ) -> dict[str, Any]:
     "The oracle, the best single rule, the greedy rule and the heuristic per problem on test seeds, and the margins."
     oracle, single, tune_means = choose(suite, rows, plans, tune)
+    metric = next((r["metric"] for r in rows if "metric" in r), None)  # a suite measured otherwise than by accuracy
     per_problem, diffs = [], {k: [] for k in RIVALS}
     for p in suite.names:
         o = _accs(rows, p, oracle[p], test)
@@ -305,6 +309,9 @@ def headroom(
         for k, v in rivals.items():
             diffs[k] += [a - b for a, b in zip(o, v)]
         row = {"problem": p, "oracle_plan": oracle[p], "oracle": statistics.fmean(o)}
+        if metric is not None:  # the task's own metric beside the score the search ranks by
+            named = {"oracle": oracle[p], **dict(zip(RIVALS, (played, "greedy", "heuristic")))}
+            row["in_metric"] = {k: statistics.fmean(_accs(rows, p, c, test, "test_metric")) for k, c in named.items()}
         per_problem.append(row | {k: statistics.fmean(v) for k, v in rivals.items()})
     means = {k: statistics.fmean(r[k] for r in per_problem) for k in RIVALS}
     best = max(RIVALS, key=means.get)
@@ -325,7 +332,7 @@ def headroom(
         "problems_with_margin_2": sum(r["margin"] >= 2 for r in per_problem),
         "problems": per_problem,
         "tune_means": tune_means,
-    }
+    } | ({} if metric is None else {"metric": metric})
 
 # %% ../../nbs/tamiyo/07_plan_search.ipynb #3ce39192
 def search(

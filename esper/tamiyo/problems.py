@@ -18,9 +18,29 @@ from fastcore.basics import patch
 from ..kasmina import check_blueprint_menu, family_for_dims
 from ..leyline import BLUEPRINTS
 from .episode_parts import EpisodeConfig
-from ..tasks import TASK_FAMILIES, Task, build_host, count_parameters, get_task, hosts_for
+from esper.tasks import (
+    HOST_ARCHITECTURES,
+    HOST_PRESETS,
+    TASK_FAMILIES,
+    Task,
+    build_host,
+    count_parameters,
+    get_task,
+    hosts_for,
+)
+from ..tolaria.trainer import OPTIMIZERS
 
 # %% ../../nbs/tamiyo/06_problems.ipynb #84a2e418
+def _layout(
+    family: Any,  # a task family
+    host: str | None,  # the problem's host preset (None: the family's default)
+) -> str:
+    "The layout of the problem's slots, for its menu: what its host names (a GPT: causal tokens), else its conv maps."
+    preset = HOST_PRESETS[host or family.default_host]
+    named = getattr(HOST_ARCHITECTURES[preset.architecture], "slot_layouts", None)
+    return named if isinstance(named, str) else family_for_dims(family.input_dims)
+
+
 def _check_host(
     problem: Any,  # a `GrowthProblem` being made
     family: Any,  # its task family
@@ -57,6 +77,8 @@ class GrowthProblem:
     compute_budget: float | None = None  # training compute in host epochs (None: no limit)
     max_epochs: int = 15  # epochs of an episode (the compute budget may end it sooner)
     max_batches: int | None = None  # batches per epoch (None: the whole training split)
+    optimizer: str | None = None  # "sgd" or "adamw" for host and seeds (None: the base config's); text wants adamw
+    lr: float | None = None  # the host's and the seeds' learning rate (None: the base config's)
 
     def __post_init__(self):
         if not self.name or not isinstance(self.name, str):
@@ -78,9 +100,17 @@ class GrowthProblem:
             fits = ", ".join(hosts_for(family.input_dims))
             raise ValueError(f"{where}: host {self.host!r} does not take {self.task}'s inputs; choose one of: {fits}")
         try:
-            check_blueprint_menu(self.blueprints, family_for_dims(family.input_dims))
+            check_blueprint_menu(self.blueprints, _layout(family, self.host))
         except ValueError as e:
             raise ValueError(f"{where}: {e}") from None
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
+            raise ValueError(
+                f"{where}: optimizer must be one of {', '.join(OPTIMIZERS)} or None (got {self.optimizer!r})"
+            )
+        if self.lr is not None and (
+            isinstance(self.lr, bool) or not isinstance(self.lr, (int, float)) or not 0 < self.lr < 1
+        ):
+            raise ValueError(f"{where}: lr must be a number in (0, 1) or None (got {self.lr!r})")
         for f, kind in (("max_epochs", 1), ("max_batches", 1), ("param_budget", 1)):
             v = getattr(self, f)
             if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < kind):
@@ -120,7 +150,7 @@ def episode_config(
     base: EpisodeConfig | None = None,  # how to train (learning rates, gates, ...); the problem sets the rest
 ) -> EpisodeConfig:
     "The episode configuration of this problem: `base` with the problem's host, slots, budgets and length."
-    return replace(
+    cfg = replace(
         base or EpisodeConfig(),
         host=self.host,
         slots=self.slots,
@@ -129,6 +159,9 @@ def episode_config(
         max_epochs=self.max_epochs,
         max_batches=self.max_batches,
     )
+    if self.optimizer is not None:
+        cfg = replace(cfg, optimizer=self.optimizer)
+    return cfg if self.lr is None else replace(cfg, host_lr=self.lr, seed_lr=self.lr)
 
 # %% ../../nbs/tamiyo/06_problems.ipynb #0c486a6a
 @patch
@@ -136,6 +169,9 @@ def to_dict(self: GrowthProblem) -> dict[str, Any]:
     "Plain values (JSON): what a result file or a checkpoint stores."
     d = asdict(self)
     d["settings"] = dict(self.settings)
+    for f in ("optimizer", "lr"):  # added later: left out when unset, so earlier problems keep their keys
+        if d[f] is None:
+            del d[f]
     return d
 
 
