@@ -177,7 +177,26 @@ def table(summary: dict[str, Any], budget: int) -> str:
         lines.append(f"| {label} | {s['test_bits'][0]:.3f} ± {s['test_bits'][1]:.3f} | "
                      f"{s['minus_static'][0]:+.3f} ± {s['minus_static'][1]:.3f} | "
                      f"{s['minus_twin'][0]:+.3f} ± {s['minus_twin'][1]:.3f} | {s['reached']} | {sv} |")
-    return head + "\n".join(lines)
+    return head + "\n".join(lines) + "\n\n" + targets(summary)
+
+
+def targets(summary: dict[str, Any]) -> str:
+    "The issue's targets, each with what this run measured (printed, never asserted)."
+    best, fixed = summary["best controller (tune)"], summary["fixed-interval growth"]
+    s = best["saving"]
+    met = s is not None and s[0] >= 0.30 and s[0] - s[1] > 0
+    said = "not reached on every problem" if s is None else f"{100 * s[0]:+.0f}% ± {100 * s[1]:.0f}"
+    out = [f"- Target: the best controller ({best['rival'].removeprefix('plan:')}) saves at least 30% of its twin's "
+           f"compute, CI above 0: {said}, **{'met' if met else 'not met'}**."]
+    if s is None or fixed["saving"] is None:
+        out.append(f"- Target: a controller saves at least 10 points more than fixed-interval growth: not measurable "
+                   f"here (fixed-interval growth reached its twin's loss on {fixed['reached']} problems, the best "
+                   f"controller on {best['reached']}).")
+    else:
+        gap = s[0] - fixed["saving"][0]
+        out.append(f"- Target: a controller saves at least 10 points more than fixed-interval growth: "
+                   f"{100 * gap:+.0f} points, **{'met' if gap >= 0.10 else 'not met'}**.")
+    return "\n".join(out)
 
 
 def curves_figure(rows: list[dict], summary: dict[str, Any], seed: int):

@@ -1,0 +1,74 @@
+"""bench/bench_growth_lm.py on a corpus the test writes: the whole benchmark at toy size (tune seeds, held-out
+seeds, twins, the table with its targets, the JSON and the figure), --replot, --price, and its refusals in one line."""
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _bench():
+    bench = Path(__file__).resolve().parents[1] / "bench"
+    if str(bench) not in sys.path:
+        sys.path.insert(0, str(bench))
+    spec = importlib.util.spec_from_file_location("bench_growth_lm", bench / "bench_growth_lm.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_growth_lm"] = module  # its jobs are pickled by name for the worker processes
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def corpus(tmp_path, monkeypatch):
+    from esper.tasks import write_corpus
+
+    rng = random.Random(0)
+    words = "to be or not that is the question whether tis nobler in the mind to suffer".split()
+    write_corpus({f"work{i}": " ".join(rng.choice(words) for _ in range(300)) + "\n" for i in range(6)}, tmp_path)
+    monkeypatch.setenv("ESPER_DATA_DIR", str(tmp_path))
+    return tmp_path
+
+
+TOY = ["--budget", "2", "--context", "16", "--train-chars", "512", "--eval-chars", "256", "--blueprints", "mlp",
+       "--tune-seeds", "0", "--eval-seeds", "1000", "--workers", "1"]
+
+
+def test_the_benchmark_at_toy_size(corpus, tmp_path, capsys):
+    b = _bench()
+    out = tmp_path / "r" / "results.json"
+    assert b.main(TOY + ["--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["settings"]["budget"] == 2 and r["settings"]["data_dir"] is None and "git_commit" in r
+    kinds = {x["kind"] for x in r["runs"]}
+    assert kinds == {"episode", "twin"}
+    static = next(x for x in r["runs"] if x.get("rival") == "static")
+    twin = next(x for x in r["runs"] if x["kind"] == "twin" and x["grown"] == "")
+    assert static["test_bits"] == pytest.approx(twin["test_bits"], abs=1e-6)  # the episode and the bare loop agree
+    table = out.with_suffix(".md").read_text()
+    assert "| static |" in table and "- Target: the best controller" in table
+    assert out.with_suffix(".png").stat().st_size > 0
+    with pytest.raises(SystemExit):  # an earlier run is never replaced by accident
+        b.main(TOY + ["--out", str(out)])
+    assert "holds an earlier run's results" in capsys.readouterr().err
+    out.with_suffix(".md").unlink()
+    assert b.main(["--replot", "--out", str(out)]) == 0
+    assert out.with_suffix(".md").read_text() == table
+
+
+def test_the_price_and_the_refusals(corpus, tmp_path, capsys):
+    b = _bench()
+    out = tmp_path / "price.json"
+    assert b.main(TOY + ["--price", "--price-epochs", "2", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert len(r["tokens_per_second_esper"]) == 5 and r["median_ratio"] > 0
+    for flags, said in (
+        (["--eval-seeds", "3"], "--eval-seeds must be held-out seeds"),
+        (["--tune-seeds", "1000"], "--tune-seeds must be below 1000"),
+        (["--lr", "2"], "--lr must be in (0, 1)"),
+        (["--context", "4096"], "context must be"),
+    ):
+        with pytest.raises(SystemExit):
+            b.main(TOY + flags + ["--out", str(tmp_path / "x.json")])
+        assert said in capsys.readouterr().err
