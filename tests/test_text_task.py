@@ -173,3 +173,21 @@ def test_a_text_suite_goes_through_the_plan_search(corpus, monkeypatch):
         assert row["test_accuracy"] == pytest.approx(task.metric.score(row["test_metric"]))
     assert rows[1]["params"] <= problem.param_budget
     assert "optimizer" not in get_suite("tiny").problems[0].to_dict()  # image problems keep their keys
+
+
+def test_the_twin_of_a_users_model_measures_its_slots_on_the_task():
+    from esper.tamiyo.twins import final_topology, train_fixed
+
+    ids = torch.randint(0, 7, (40, 9))
+
+    class Tiny(torch.nn.Module):  # a user's model: no example_input, no block_names
+        def __init__(self):
+            super().__init__()
+            self.body = TinyGPT(7, 8, 16)
+
+        def forward(self, x):
+            return self.body(x)
+
+    task = task_from_data((ids[:, :-1], ids[:, 1:]), (ids[:8, :-1], ids[:8, 1:]), model=Tiny, metric=BitsPerToken(7))
+    twin = final_topology(task, "mlp@body.block1", slots=["body.block1"])
+    assert train_fixed(twin, task, 1, 1e-3)[0]["val_metric"] > 0

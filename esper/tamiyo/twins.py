@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..kasmina import MorphogeneticModel
+from ..kasmina import MorphogeneticModel, find_slot_points
 from ..leyline import SeedStage
 from ..tolaria import resolve_device, seed_everything, train_step, validate
 from ..tolaria.compute import train_flops_per_sample
@@ -65,7 +65,10 @@ def final_topology(
     "The from-scratch twin of a grown model: a fresh host with the grown seeds, all trained from step 0."
     pairs = parse_grown(grown) if isinstance(grown, str) else list(grown)
     seed_everything(seed)
-    model = MorphogeneticModel(task.make_host(host), slots, blend_epochs=1)
+    net = task.make_host(host)
+    if slots is not None and not hasattr(net, "example_input"):  # a user's model: slots measured on its data
+        slots = find_slot_points(net, slots, task.example())
+    model = MorphogeneticModel(net, slots, blend_epochs=1)
     for slot, bp in pairs:
         if slot not in model.slot_ids:
             raise ValueError(f"grown: no slot {slot!r} in this host (slots: {', '.join(model.slot_ids)})")
