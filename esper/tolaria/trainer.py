@@ -182,14 +182,19 @@ def make_sgd(
     weight_decay: float = 0.0,  # L2 penalty
 ) -> torch.optim.SGD:
     "SGD with the multi-tensor (`foreach`) kernel on CPU and the fused kernel when every parameter is on CUDA."
+    params, kw = _checked(params, lr, momentum)
+    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, **kw)
+
+
+def _checked(params: Iterable[torch.nn.Parameter], lr: float, momentum: float) -> tuple[list, dict[str, bool]]:
+    "The parameters as a list, and the kernel to step them with (fused on CUDA, multi-tensor on CPU), rates checked."
     params = list(params)
     if lr <= 0:
         raise ValueError(f"lr must be > 0 (got {lr})")
     if not 0 <= momentum < 1:
         raise ValueError(f"momentum must be in [0, 1) (got {momentum})")
     on_cuda = len(params) > 0 and all(p.is_cuda for p in params)
-    kw = {"fused": True} if on_cuda else {"foreach": True}
-    return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay, **kw)
+    return params, {"fused": True} if on_cuda else {"foreach": True}
 
 
 #: The optimizers an episode may train with: SGD with momentum (the default), or AdamW (what transformers want).
@@ -208,11 +213,5 @@ def make_optimizer(
         return make_sgd(params, lr, momentum, weight_decay)
     if kind != "adamw":
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)} (got {kind!r})")
-    params = list(params)
-    if lr <= 0:
-        raise ValueError(f"lr must be > 0 (got {lr})")
-    if not 0 <= momentum < 1:
-        raise ValueError(f"momentum must be in [0, 1) (got {momentum})")
-    on_cuda = len(params) > 0 and all(p.is_cuda for p in params)
-    kw = {"fused": True} if on_cuda else {"foreach": True}
+    params, kw = _checked(params, lr, momentum)
     return torch.optim.AdamW(params, lr=lr, betas=(momentum, 0.99), weight_decay=weight_decay, **kw)
