@@ -29,7 +29,8 @@ from typing import Any
 import torch
 
 from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
-from esper.leyline.files import OutputError, check_output_file, save_figure_atomic, write_json_atomic, write_text_atomic
+from esper.leyline.files import (OutputError, check_output_file, relative_paths, save_figure_atomic, write_json_atomic,
+                                 write_text_atomic)
 from esper.leyline.stats import mean_ci95
 from esper.tamiyo import Episode, EpisodeConfig, HeuristicTamiyo, StaticTamiyo, run_episode
 from esper.tamiyo.plans import GreedyTamiyo, PlanTamiyo
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         r |= {"command": "python bench/bench_growth_lm.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "machine": {"cpu": cpu_model() or platform.machine(), "threads": 1, "torch": torch.__version__},
               **git_state(Path(__file__).resolve().parents[1]), "settings": a | {"data_dir": None}}
-        write_json_atomic(out, r)
+        write_json_atomic(out, relative_paths(r))
         print(f"grown {r['grown']}: Esper {sorted(r['tokens_per_second_esper'])[2]:,.0f} tokens/s, bare loop "
               f"{sorted(r['tokens_per_second_bare'])[2]:,.0f} tokens/s (one thread); median ratio {r['median_ratio']:.3f}")
         return 0
@@ -376,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         "summary": {k: {kk: vv for kk, vv in v.items()} for k, v in summary.items()},
         "tune_runs": rows, "runs": rows_all,
     }
-    write_json_atomic(out, result)
+    write_json_atomic(out, relative_paths(result))
     write_text_atomic(out.with_suffix(".md"), text + "\n")
     save_figure_atomic(out.with_suffix(".png"), curves_figure(rows_all, summary, args.eval_seeds[0]), dpi=120)
     print(text)

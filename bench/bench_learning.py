@@ -32,6 +32,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -44,7 +45,8 @@ import torch
 
 from esper.cli import (OneLineParser, earlier_results, nonneg_int, positive_float, positive_int, DistinctSeeds, seed_int,
                        seed_span_error)
-from esper.leyline.files import figure_bytes, json_text, write_files_atomic, write_json_atomic, write_text_atomic
+from esper.leyline.files import (figure_bytes, json_text, relative_paths, write_files_atomic, write_json_atomic,
+                                 write_text_atomic)
 from esper.simic.agent.checkpoint import read_checkpoint
 from esper.cli.compare import make_controller
 from esper.leyline.stats import mean_ci95
@@ -808,8 +810,14 @@ def make_setup(args: argparse.Namespace) -> dict[str, Any]:
 PARTS_FILE = "parts.jsonl"
 
 
+#: Seconds between rewrites of a running part's line: a run killed by SIGKILL is accounted for up to the last one.
+HEARTBEAT_SECONDS = 30.0
+
+
 def earlier_parts(out: Path, resume: bool) -> list[dict]:
-    "The parts that earlier invocations recorded in `out`, when this one continues them (--resume); else none."
+    """The parts that earlier invocations recorded in `out`, when this one continues them (--resume); else none. A part
+    still marked running was killed (SIGKILL, a lost machine): it is kept as `killed`, its seconds up to its last
+    heartbeat."""
     path = out / PARTS_FILE
     if not resume or not path.exists():
         return []
@@ -825,30 +833,59 @@ def earlier_parts(out: Path, resume: bool) -> list[dict]:
             part = json.loads(line)
         except json.JSONDecodeError:
             part = None
-        if isinstance(part, dict):
-            parts.append(part)
+        if isinstance(part, dict) and isinstance(part.get("wall_seconds"), (int, float)):
+            parts.append(part | {"ended": "killed"} if part.get("ended") == "running" else part)
     if len(parts) < len(lines):
         print(f"bench_learning.py: note: {len(lines) - len(parts)} line(s) of {path} could not be read and are left "
               "out", flush=True)
+    killed = [p for p in parts if p.get("ended") == "killed"]
+    if killed:
+        print(f"bench_learning.py: note: {len(killed)} earlier part(s) in {path} were killed while running; their "
+              f"seconds count up to their last heartbeat (every {HEARTBEAT_SECONDS:.0f} s)", flush=True)
     return parts
 
 
 def parts_text(parts: list[dict]) -> str:
     "parts.jsonl's text: one JSON line per part."
-    return "".join(json.dumps(p) + "\n" for p in parts)
+    return "".join(json.dumps(relative_paths(p)) + "\n" for p in parts)
 
 
 def part_of(started: str, t0: float, config: dict[str, Any]) -> Callable[[str], dict]:
-    "This invocation's part, ended as given (complete, stopped or failed): its start, seconds so far, commit and flags."
+    """This invocation's part, ended as given (running, complete, stopped or failed): its start, seconds so far,
+    commit and flags."""
     return lambda ended: {"started": started, "wall_seconds": round(time.perf_counter() - t0, 1),
                           "git_commit": config.get("git_commit"), "argv": config["argv"], "ended": ended}
 
 
-def run_as_part(out: Path, parts: list[dict], part: Callable[[str], dict], kept: str, body: Callable[[], Any]) -> Any:
-    """`body()`, where Ctrl-C or SIGTERM ends the script in one line (`kept` says what stays); a stop or a failure
-    first adds the part it ran to `out`'s parts.jsonl."""
+@contextlib.contextmanager
+def heartbeat(out: Path, parts: list[dict], part: Callable[[str], dict], every: float = HEARTBEAT_SECONDS):
+    """Writes `parts` and this part as running to `out`'s parts.jsonl now (so an unwritable folder fails before any
+    work), and again every `every` seconds until the body ends: a run killed without a word is still accounted for."""
+    beat = lambda: write_text_atomic(out / PARTS_FILE, parts_text(parts + [part("running")]))
+    beat()
+    done = threading.Event()
+
+    def again():
+        while not done.wait(every):
+            try:
+                beat()
+            except OSError:  # a full disk mid-run: the end of the run says what could not be written
+                pass
+
+    thread = threading.Thread(target=again, name="parts-heartbeat", daemon=True)
+    thread.start()
     try:
-        with stops_in_one_line("bench_learning.py", kept):
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+def run_as_part(out: Path, parts: list[dict], part: Callable[[str], dict], kept: str, body: Callable[[], Any]) -> Any:
+    """`body()`, where Ctrl-C or SIGTERM ends the script in one line (`kept` says what stays); the part is in `out`'s
+    parts.jsonl as running meanwhile (`heartbeat`), and a stop or a failure records how it ended."""
+    try:
+        with stops_in_one_line("bench_learning.py", kept), heartbeat(out, parts, part):
             return body()
     except BaseException as e:
         ended = "stopped" if isinstance(e, (SystemExit, KeyboardInterrupt)) else "failed"
@@ -918,8 +955,8 @@ def main(argv: list[str]|None=None) -> int:
     print(table, flush=True)  # on the screen first: a folder that cannot take the results loses nothing shown
     histories = {t["train_seed"]: t["history"] for t in trained}
     files = {
-        "results.json": json_text({"config": config, "summary": summary, "ppo_seeds": seeds, "targets": targets,
-                                   "episodes": rows, "table": table}),
+        "results.json": json_text(relative_paths({"config": config, "summary": summary, "ppo_seeds": seeds,
+                                                  "targets": targets, "episodes": rows, "table": table})),
         "table.md": table,
         "learning_curves.png": png(plot_learning_curves(seeds, summary, title)),
         "lifecycle.png": png(plot_lifecycle(seeds, histories, f"lifecycle decisions during training ({title})")),

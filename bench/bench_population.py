@@ -31,7 +31,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from esper.cli import OneLineParser, nonneg_int, positive_int, seed_int
-from esper.leyline.files import write_json_atomic
+from esper.leyline.files import relative_paths, write_json_atomic
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tolaria import resolve_device
@@ -227,7 +227,7 @@ def main(argv: list[str]|None=None) -> None:
               flush=True)
         rows.append({"envs": k, "lockstep": best[False], "population": best[True], "ratio": ratio})
     if args.out:
-        write_json_atomic(args.out, {"device": name, "torch": torch.__version__, "argv": sys.argv[1:] if argv is None else argv, "rows": rows, "groups": groups, "ops": ops, "profiles": profiles,
+        write_json_atomic(args.out, {"device": name, "torch": torch.__version__, "argv": relative_paths(sys.argv[1:] if argv is None else argv), "rows": rows, "groups": groups, "ops": ops, "profiles": profiles,
                                      "max_epochs": args.max_epochs, "max_batches": args.max_batches})
 
 

@@ -42,7 +42,7 @@ import torch
 import esper
 from bench_learning import (PARTS_FILE, SUITE_FILES, earlier_parts, make_setup, part_of, parts_text, png, reward_config,
                             run_as_part, run_config, seed_summary, train_job)
-from esper.leyline.files import json_text, write_files_atomic
+from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
 from esper.simic.envs.parallel_env_state import EpisodeSpec
 from esper.simic.trainers.vectorized import problem_slots
@@ -353,10 +353,10 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     print(table, flush=True)
     shares = sb.plan_shares([r for r in ppo_rows if r["seed"] in test], suite.names)
     files = {
-        "results.json": json_text({"config": config, "headroom": headroom, "summary": summary, "targets": targets,
-                                   "ppo_seeds": seeds, "plans": {p: dict(c) for p, c in shares.items()},
-                                   "episodes": rows + [r for r in ppo_rows if r["seed"] in tune] + searched,
-                                   "table": table}),
+        "results.json": json_text(relative_paths({
+            "config": config, "headroom": headroom, "summary": summary, "targets": targets, "ppo_seeds": seeds,
+            "plans": {p: dict(c) for p, c in shares.items()},
+            "episodes": rows + [r for r in ppo_rows if r["seed"] in tune] + searched, "table": table})),
         "table.md": table,
         PARTS_FILE: parts_text(parts),
         "paired.png": png(sb.plot_paired(summary)),

@@ -26,7 +26,7 @@ from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.simic.envs.workers import available_cores
 from esper.tamiyo.episode import EpisodeConfig
 from esper.tasks import get_task
-from esper.leyline.files import write_json_atomic
+from esper.leyline.files import relative_paths, write_json_atomic
 
 
 def run(workers: int, a) -> tuple[float, float, list]:
@@ -114,7 +114,7 @@ def main():
     res = {"command": cmd.strip(), "machine": machine, "torch": torch.__version__, "envs": a.envs, "batches": a.batches,
            "max_epochs": a.max_epochs, "max_batches": a.max_batches, "batch_size": bs, "rows": rows,
            "same_history_for_every_worker_count": True}
-    write_json_atomic(out / "scaling.json", res, indent=1)
+    write_json_atomic(out / "scaling.json", relative_paths(res), indent=1)
     print(f"wrote {out / 'scaling.json'}")
 
 

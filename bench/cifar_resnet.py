@@ -14,7 +14,7 @@ import time
 import torch
 
 from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
-from esper.leyline.files import OutputError, check_output_file, write_json_atomic
+from esper.leyline.files import OutputError, check_output_file, relative_paths, write_json_atomic
 from esper.leyline.stats import mean_ci95
 from esper.tamiyo import EpisodeConfig, HeuristicTamiyo, StaticTamiyo, run_episode
 from esper.tasks import TaskDataError, build_host, count_parameters, get_task
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {"command": "python bench/cifar_resnet.py " + " ".join(argv if argv is not None else []),
               "device": str(a.device), "torch": torch.__version__, "budget": budget, "seconds": round(time.perf_counter() - t0, 1),
               "summary": summary, "episodes": rows}
-    write_json_atomic(a.out, result)
+    write_json_atomic(a.out, relative_paths(result))
     for name, s in summary.items():
         print(f"{name}: {s['test_accuracy']:.1f} ± {s['ci95']:.1f}% with {s['params']:,} parameters")
     return 0

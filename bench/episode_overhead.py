@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 
 from esper.cli import OneLineParser, positive_int
-from esper.leyline.files import json_text, write_text_atomic
+from esper.leyline.files import json_text, relative_paths, write_text_atomic
 from esper.leyline.lifecycle import TRAINABLE_SEED_STAGES
 from esper.tamiyo.episode import Episode, EpisodeConfig, run_episode
 from esper.tamiyo.plans import Plan, PlanTamiyo
@@ -170,7 +170,7 @@ def main(argv=None):
     if args.out is not None:
         meta = {"command": sys.argv if argv is None else argv, "machine": platform.processor() or platform.machine(),
                 "torch": torch.__version__}
-        write_text_atomic(args.out, json_text(meta | {"results": results}))
+        write_text_atomic(args.out, json_text(relative_paths(meta) | {"results": results}))
         print(f"wrote {args.out}")
 
 

@@ -39,7 +39,7 @@ import torch
 from episode_overhead import check_plan_args, plan_parser  # bench/ is on sys.path: this script's own folder
 from torch import nn
 
-from esper.leyline.files import json_text, write_text_atomic
+from esper.leyline.files import json_text, relative_paths, write_text_atomic
 from esper.tamiyo import episode as episode_module
 from esper.tamiyo.episode import Episode, EpisodeConfig, run_episode
 from esper.tamiyo.plans import Plan, PlanTamiyo
@@ -180,7 +180,7 @@ def measure_and_report(ap, args, argv, cache: str) -> None:
         meta = {"command": sys.argv if argv is None else argv, "machine": platform.processor() or platform.machine(),
                 "torch": torch.__version__, "inductor_cache": cache,
                 "recompile_limit": torch._dynamo.config.recompile_limit}
-        write_text_atomic(args.out, json_text(meta | {"bare": bare, "episodes": episodes}))
+        write_text_atomic(args.out, json_text(relative_paths(meta) | {"bare": bare, "episodes": episodes}))
         print(f"wrote {args.out}")
 
 

@@ -9,16 +9,19 @@ what is missing.
 
     OMP_NUM_THREADS=1 python bench/suite_headroom.py --suite heldout --workers 2 --out runs/headroom
 """
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-from esper.cli import OneLineParser, add_overwrite_argument, earlier_results, positive_int, DistinctSeeds, seed_int
+from esper.cli import (OneLineParser, add_overwrite_argument, check_data_dir, earlier_results, positive_int,
+                       DistinctSeeds, seed_int)
 from esper.leyline.files import OutputError, check_output_dir, check_output_file, figure_bytes, json_text, \
-    write_files_atomic
+    relative_paths, write_files_atomic
 from esper.tamiyo.plan_search import TEST_SEEDS, TUNE_SEEDS, PlayCache, search
 from esper.tamiyo.problems import SUITES, get_suite
+from esper.tasks.registry import TaskDataError
 from stoppable_pool import stops_in_one_line
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
 
@@ -135,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     try:  # both are checked before the first episode, not after the last
         check_output_dir(a.out, "--out")
         check_output_file(a.cache, "--cache")
+        check_data_dir(os.environ.get("ESPER_DATA_DIR"), "ESPER_DATA_DIR")
         cache = PlayCache(a.cache)
     except (OutputError, PermissionError) as e:
         ap.error(str(e))
@@ -143,14 +147,17 @@ def main(argv: list[str] | None = None) -> None:
     on_row = lambda row: played.append(row) or print(f"{row['problem']} {row['controller']} seed {row['seed']}: "
                                                      f"{said(row)} ({row['seconds']:.0f} s)", flush=True)
     with stops_in_one_line("suite_headroom.py", f"the episodes played so far are kept in {a.cache}"):
-        r = search(suite, cache, a.workers, tuple(a.epochs), tuple(a.tune_seeds), tuple(a.test_seeds),
-                   on_row=on_row)
+        try:
+            r = search(suite, cache, a.workers, tuple(a.epochs), tuple(a.tune_seeds), tuple(a.test_seeds),
+                       on_row=on_row)
+        except TaskDataError as e:  # data that cannot be read or fetched: one line, the episodes played are kept
+            ap.exit(1, f"suite_headroom.py: error: {e}; the episodes played so far are kept in {a.cache}\n")
     r["seconds"] = round(time.perf_counter() - t0, 1)
     r["episodes_played"] = len(played)
     r["command"] = " ".join(["python bench/suite_headroom.py", *(argv if argv is not None else sys.argv[1:])])
     table = markdown(r)
     print(table + f"\n{len(played)} episodes played ({r['seconds']:.0f} s); the rest came from {a.cache}")
-    write_files_atomic(Path(a.out), {"headroom.json": json_text(r), "headroom.md": table,
+    write_files_atomic(Path(a.out), {"headroom.json": json_text(relative_paths(r)), "headroom.md": table,
                                      "headroom.png": figure_bytes(heatmap(r))})
 
 

@@ -243,3 +243,44 @@ def test_the_peers_cache_key_holds_every_setting_its_training_read():
     for change in ({"rent_weight": 5.0}, {"contribution_weight": 2.0}, {"episodes": setup["episodes"] + 1},
                    {"ppo": {**setup["ppo"], "features": "run-data"}}, {"train_suite": "small-train"}):
         assert bench.peer_key(problem, 0, 2000, setup | change) != key, change
+
+
+def test_a_killed_invocation_is_accounted_for_up_to_its_heartbeat(tmp_path, monkeypatch, capsys):
+    "At 4a970d9 a run killed by SIGKILL was missing from parts.jsonl, so the seconds in all came out low."
+    bench = _bench()
+    import bench_suite
+
+    out, seen = tmp_path / "out", []
+
+    def killed(*a, **k):  # what parts.jsonl holds while the run works: this part, running
+        seen.append([json.loads(line) for line in (out / "parts.jsonl").read_text().splitlines()])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench_suite, "play_all", killed)
+    with pytest.raises(SystemExit):
+        bench.main([*FLAGS, "--out", str(out)])
+    assert [p["ended"] for p in seen[0]] == ["running"]
+    (out / "parts.jsonl").write_text(json.dumps(seen[0][0] | {"wall_seconds": 41.5}) + "\n")  # as SIGKILL leaves it
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        bench.main([*FLAGS, "--out", str(out), "--resume"])
+    assert "1 earlier part(s)" in capsys.readouterr().out
+    parts = [json.loads(line) for line in (out / "parts.jsonl").read_text().splitlines()]
+    assert [p["ended"] for p in parts] == ["killed", "stopped"] and parts[0]["wall_seconds"] == 41.5
+
+
+def test_damaged_rows_of_the_episode_caches_are_played_again_with_a_note(run, tmp_path, capsys):
+    "A resume over plays.jsonl and a seed's episodes.jsonl with lines that are not rows: each is skipped, named."
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(run[0], out)
+    for name in ("plays.jsonl", "seed0/episodes.jsonl"):
+        with open(out / name, "a") as f:
+            f.write('{"no": "key"}\n[1, 2]\n{"key": "x", "problem": "mnist1d-small"}\n{torn')
+    capsys.readouterr()
+    assert _bench().main([*FLAGS, "--out", str(out), "--resume"]) == 0
+    said = "".join(capsys.readouterr())
+    assert f"{out / 'plays.jsonl'} line" in said and f"{out / 'seed0' / 'episodes.jsonl'} line" in said
+    again = json.loads((out / "results.json").read_text())
+    assert again["summary"]["means"] == run[1]["summary"]["means"]

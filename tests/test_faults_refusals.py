@@ -159,3 +159,16 @@ def test_compare_says_when_a_policy_is_incomplete(tmp_path, capsys):
                  "--out", str(tmp_path / "cmp")]) == 0
     err = capsys.readouterr().err
     assert f"note: the policy in {ck} is incomplete: 2 of its run's 6 episodes" in err, err
+
+
+def test_compare_says_what_the_policy_reads_and_where_it_trained(tmp_path, capsys):
+    "At 4a970d9 compare said nothing of a policy's features or training suite, even when it played that very suite."
+    ck = tmp_path / "run.pt"
+    assert main(["ppo", "--suite", "tiny", "--update-every", "2", "--n-episodes", "2", "--features", "run",
+                 "--no-progress", "--save", str(ck)]) == 0
+    capsys.readouterr()
+    assert main(["compare", "--suite", "tiny", "--controllers", "ppo", "--checkpoint", str(ck), "--seeds", "2000",
+                 "--out", str(tmp_path / "cmp")]) == 0
+    err = capsys.readouterr().err
+    assert f"note: the policy in {ck} reads the run features; trained on suite tiny v1" in err, err
+    assert "note: --suite tiny is the suite the policy trained on: these are its training problems" in err, err

@@ -55,6 +55,17 @@ def test_a_cache_that_cannot_be_written_is_refused_before_any_episode(tmp_path, 
     assert "--cache" in err and "is a folder" in err and "Traceback" not in err
 
 
+def test_a_data_folder_that_is_a_file_is_one_line_before_any_episode(tmp_path, capsys, monkeypatch):
+    "At 4a970d9 `ESPER_DATA_DIR=afile suite_headroom.py ...` ended in a traceback (the CLI gives one line)."
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("ESPER_DATA_DIR", str(tmp_path / "afile"))
+    with pytest.raises(SystemExit):
+        _headroom().main(["--suite", "tiny", "--out", str(tmp_path / "o"), "--cache", str(tmp_path / "c.jsonl")])
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "ESPER_DATA_DIR" in err and "is a file, not a folder" in err, err
+    assert not (tmp_path / "c.jsonl").exists()
+
+
 def test_a_text_suite_reports_bits_per_character(tmp_path, capsys, monkeypatch):
     import random
 

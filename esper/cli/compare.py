@@ -395,23 +395,47 @@ def _compare_flags_error(args) -> str | None:
 def _trained_with(
     checkpoint: str | None,  # a PPO checkpoint
 ) -> dict[str, Any]:
-    "What its run says of itself: `lr_schedule`, episodes `done` and `planned` (those it does not say are left out)."
+    """What its run says of itself: `lr_schedule`, episodes `done` and `planned`, the `features` its network reads, and
+    the `suite` (name and version) it trained on (those it does not say are left out)."""
     if checkpoint is None:
         return {}
     from esper.simic.agent.checkpoint import read_checkpoint  # simic only when a policy is compared
 
     try:
-        trainer = read_checkpoint(checkpoint).get("trainer") or {}
+        payload = read_checkpoint(checkpoint)
     except (ValueError, OSError):  # the ppo controller's own load reports the file's fault, in one line
         return {}
+    trainer = payload.get("trainer") or {}
     config, history = trainer.get("config") or {}, trainer.get("history") or []
-    said = {"lr_schedule": (config.get("episode_config") or {}).get("lr_schedule")}
+    suite = config.get("suite") or {}
+    said = {
+        "lr_schedule": (config.get("episode_config") or {}).get("lr_schedule"),
+        "features": (payload.get("config") or {}).get("features"),
+        "suite": suite.get("name"),
+        "suite_version": suite.get("version"),
+    }
     if history and "batches_planned" in trainer and "episodes_per_update" in config:
         said |= {
             "done": history[-1].get("episodes"),
             "planned": trainer["batches_planned"] * config["episodes_per_update"],
         }
     return {k: v for k, v in said.items() if v is not None}
+
+
+def _policy_notes(
+    said: dict[str, Any],  # `_trained_with`'s account of the policy
+    args,  # the parsed comparison arguments
+) -> list[str]:
+    "What a reader of the table must know of the policy's training: what it reads, and where its problems were."
+    if not said.get("features") and not said.get("suite"):
+        return []
+    where = f"suite {said['suite']} v{said.get('suite_version')}" if said.get("suite") else "a single task"
+    notes = [
+        f"the policy in {args.checkpoint} reads the {said.get('features', 'signals')} features; trained on {where}"
+    ]
+    if args.suite is not None and said.get("suite") == args.suite:
+        notes.append(f"--suite {args.suite} is the suite the policy trained on: these are its training problems")
+    return notes
 
 
 def run(args) -> int:
@@ -472,6 +496,8 @@ def run(args) -> int:
             "episodes (a stopped run; esper-train ppo --resume finishes it)",
             file=sys.stderr,
         )
+    for line in _policy_notes(said, args):
+        print(f"note: {line}", file=sys.stderr)
     shared = [s for s in args.seeds if s < HELDOUT_SEEDS_FROM]
     if "ppo" in controllers and shared:  # allowed (a look at the training problems), but never by accident
         print(
