@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'CHECKPOINT_VERSION', 'ARCH_FIELDS', 'HPARAM_FIELDS', 'AGENT_ENTRIES', 'FINITE_ENTRIES',
-           'agent_config', 'stored_config', 'stored_actions', 'save_agent', 'read_checkpoint', 'restore_agent',
-           'load_agent', 'agent_from_checkpoint', 'verify_archive', 'check_entries', 'first_nonfinite']
+           'TRAINER_ENTRIES', 'agent_config', 'stored_config', 'stored_actions', 'save_agent', 'read_checkpoint',
+           'restore_agent', 'load_agent', 'agent_from_checkpoint', 'verify_archive', 'check_entries', 'first_nonfinite',
+           'check_trainer_state']
 
 # %% ../../../nbs/simic/agent/10_checkpoint.ipynb #832e1ee5
 import math
@@ -17,6 +18,7 @@ import zipfile
 import zlib
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -127,9 +129,7 @@ def read_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
         found = first_nonfinite(payload[key], key)
         if found:
             raise ValueError(f"{path} cannot be used: {found}; load an earlier checkpoint or train again")
-    if "trainer" in payload:  # a trainer's checkpoint: what a resumed run reads is checked here too (chapter 27)
-        from esper.simic.trainers.checkpoint import check_trainer_state
-
+    if "trainer" in payload:  # a trainer's checkpoint (chapter 27): what a resumed run reads is checked too
         check_trainer_state(payload["trainer"], path)
     return payload
 
@@ -304,3 +304,50 @@ def first_nonfinite(
         if found:
             return found
     return None
+
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #a03b7cf3
+#: The trainer entries a resumed run reads, with the type of each.
+TRAINER_ENTRIES: dict[str, type] = {"config": dict, "history": list, "batches_done": int, "rng": dict}
+
+
+def _rng_problem(rng: dict[str, Any]) -> str | None:
+    "What is wrong with RNG states saved by the trainer's `capture_rng` (None: they can be restored)."
+    py, n = rng.get("python"), rng.get("numpy")
+    if not (isinstance(py, list) and len(py) == 3 and isinstance(py[1], list)):
+        return "rng['python'] is not a saved Python RNG state"
+    if not (isinstance(rng.get("torch"), torch.Tensor) and rng["torch"].dtype == torch.uint8):
+        return "rng['torch'] is not a saved torch RNG state"
+    if not (
+        isinstance(n, dict)
+        and isinstance(n.get("key"), str)
+        and isinstance(n.get("state"), torch.Tensor)
+        and all(isinstance(n.get(k), int) for k in ("pos", "has_gauss"))
+        and isinstance(n.get("cached"), float)
+    ):
+        return "rng['numpy'] is not a saved NumPy RNG state"
+    return None
+
+
+def check_trainer_state(
+    trainer: Any,  # the `trainer` entry of a checkpoint
+    path: str | os.PathLike,  # where it came from, for the message
+) -> None:
+    "Refuse, in one line naming `path`, trainer state that a resumed run could not read."
+    bad = f"{path} holds unusable trainer state"
+    fix = "use an intact copy (no run can resume from this one)"
+    if not isinstance(trainer, dict):
+        raise ValueError(f"{bad} (a {type(trainer).__name__}, not a dict); {fix}")
+    missing = [k for k in TRAINER_ENTRIES if k not in trainer]
+    if missing:
+        raise ValueError(f"{bad}: it lacks {', '.join(missing)}; {fix}")
+    for k, t in TRAINER_ENTRIES.items():
+        if not isinstance(trainer[k], t) or (t is int and isinstance(trainer[k], bool)):
+            raise ValueError(f"{bad}: {k} is a {type(trainer[k]).__name__}, expected {t.__name__}; {fix}")
+    if trainer["batches_done"] < 0:
+        raise ValueError(f"{bad}: batches_done is {trainer['batches_done']}; {fix}")
+    for i, record in enumerate(trainer["history"]):
+        if not (isinstance(record, dict) and isinstance(record.get("episodes"), int)):
+            raise ValueError(f"{bad}: history[{i}] is not a batch record with its episodes; {fix}")
+    problem = _rng_problem(trainer["rng"])
+    if problem:
+        raise ValueError(f"{bad}: {problem}; {fix}")
