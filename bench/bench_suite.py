@@ -44,8 +44,7 @@ from bench_learning import (PARTS_FILE, SUITE_FILES, earlier_parts, make_setup, 
                             run_as_part, run_config, seed_summary, train_job)
 from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
-from esper.simic.envs.parallel_env_state import EpisodeSpec
-from esper.simic.trainers.vectorized import problem_slots
+from esper.simic.envs.parallel_env_state import EpisodeSpec, problem_slots
 from esper.tamiyo.features import policy_layout, union_layout
 from esper.simic.trainers import suite_benchmark as sb
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search

@@ -1,22 +1,19 @@
-"""Imports inside `esper/` follow the dependency order of DESIGN.md.
+"""Imports inside `esper/` follow the dependency rule of the developer guide.
 
-DESIGN.md: "Dependencies point one way: `leyline` <- `kasmina` <- `tolaria`/`tamiyo` <- `simic`; `nissa` depends
-only on `leyline`. Nothing imports `simic` except the CLI."
-
-Where `tasks` sits (DESIGN.md does not say): beside `kasmina`, one step above `leyline`. `tasks` is data and host
-presets; it needs only `leyline` (its atomic writer, `esper.leyline.files`). `kasmina` does not import `tasks`:
-`MorphogeneticModel` grows any `nn.Module` at named submodules (a conv host only declares its `.block_names` and an
-`example_input()`), so the seed machinery does not depend on which hosts exist, and the hosts do not depend on seeds. Everything above them
-(`tolaria`, `tamiyo`, `simic`, `cli`) may use both.
-
-`esper.leyline.files` (atomic writes, output checks) is part of `leyline`, so every subsystem may import it.
+The rule is written in `nbs/guide.ipynb`, section "The dependency rule": imports point one way, `leyline` <-
+`kasmina`/`tasks` <- `tolaria` <- `tamiyo` <- `simic`; `nissa` depends only on `leyline`; the CLI and the package's
+face sit on top, and nothing else imports `simic`. Inside `simic` the groups are layered too: `agent` <- `envs` <-
+`trainers`. `ALLOWED` and `SIMIC_LAYERS` below are that section's table and layers; change both together.
 
 The check reads every `esper/**/*.py` with `ast` (nothing is imported), takes every import in it, module level or
 inside a function, absolute (`esper.X...`) or relative (`.x`, `..X`, `from .. import X`), maps both ends to their
-subsystem and asserts that each edge between two subsystems is in `ALLOWED`. Imports inside one subsystem are always
-allowed. Notebook cells that are not exported (tests, examples) are not library code and are not checked.
+subsystem and asserts that each edge between two subsystems is in `ALLOWED`. Imports inside one subsystem are
+allowed, except that a module of a simic group never imports a group above its own. Notebook cells that are not
+exported (tests, examples) are not library code and are not checked.
 """
 import ast
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -24,7 +21,7 @@ import pytest
 PACKAGE = "esper"
 ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 
-#: subsystem -> the subsystems it may import. Mirrors DESIGN.md; change DESIGN.md first.
+#: subsystem -> the subsystems it may import: the table of the guide's "The dependency rule"; change both together.
 ALLOWED: dict[str, set[str]] = {
     "leyline": set(),                                                   # the contracts import nothing of Esper
     "tasks": {"leyline"},                                               # data and hosts: the atomic writer only
@@ -139,7 +136,7 @@ def test_only_the_cli_and_the_face_import_simic():
 @pytest.mark.parametrize("path", package_files(), ids=lambda p: str(p.relative_to(ROOT.parent)))
 def test_imports_follow_the_dependency_order(path):
     bad = wrong_way_imports(path.read_text(encoding="utf-8"), path)
-    assert not bad, "imports against the dependency order of DESIGN.md:\n" + "\n".join(bad)
+    assert not bad, "imports against the dependency rule (nbs/guide.ipynb, The dependency rule):\n" + "\n".join(bad)
 
 
 @pytest.mark.parametrize("source", [
@@ -176,3 +173,82 @@ def test_the_check_reads_relative_imports_in_a_nested_package(source, bad):
     "A file of a group package (`esper/simic/agent/`) belongs to its subsystem; its relative imports start there."
     found = wrong_way_imports(source, ROOT / "simic" / "agent" / "ppo.py")
     assert (len(found) == 1 and "simic -> cli" in found[0]) if bad else found == [], found
+
+
+#: the groups of `esper/simic/`, lowest first: a module imports from its own group and the groups below it
+SIMIC_LAYERS = ("agent", "envs", "trainers")
+
+
+def simic_layer_of_module(name: str) -> int | None:
+    "Rank of the simic group a module name is in (`len(SIMIC_LAYERS)`: `esper.simic` itself, the face); None outside."
+    parts = name.split(".")
+    if parts[:2] != [PACKAGE, "simic"]:
+        return None
+    if len(parts) == 2:
+        return len(SIMIC_LAYERS)  # `from esper.simic import X`: the face re-exports every group
+    return SIMIC_LAYERS.index(parts[2]) if parts[2] in SIMIC_LAYERS else len(SIMIC_LAYERS)
+
+
+def upward_simic_imports(source: str, path: Path) -> list[str]:
+    "Every import in `source` (a file of a simic group) of a group above its own, as 'file:line: a -> b (name)'."
+    parts = path.relative_to(ROOT).parts
+    if parts[0] != "simic" or len(parts) < 3:
+        return []  # not in a group: `esper/simic/__init__.py` is the face, above every group
+    here = SIMIC_LAYERS.index(parts[1])
+    bad = []
+    for line, name in imported_modules(ast.parse(source, filename=str(path)), module_of_file(path)):
+        there = simic_layer_of_module(name)
+        if there is not None and there > here:
+            to = SIMIC_LAYERS[there] if there < len(SIMIC_LAYERS) else "esper.simic"
+            bad.append(f"{path.relative_to(ROOT.parent)}:{line}: simic.{parts[1]} -> {to} ({name})")
+    return bad
+
+
+def test_every_simic_group_is_a_layer():
+    groups = {p.relative_to(ROOT / "simic").parts[0] for p in (ROOT / "simic").rglob("*.py")} - {"__init__.py"}
+    assert groups == set(SIMIC_LAYERS), groups
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "simic").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT.parent)))
+def test_no_simic_import_runs_up(path):
+    bad = upward_simic_imports(path.read_text(encoding="utf-8"), path)
+    assert not bad, "imports up the simic layers (agent <- envs <- trainers; nbs/guide.ipynb):\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("source, file, bad", [
+    ("from ..trainers.checkpoint import check_resume_config", "agent/checkpoint.py", True),
+    ("def f():\n    from esper.simic.trainers.vectorized import problem_slots", "envs/gym_env.py", True),
+    ("from esper.simic import PPOAgent", "envs/env.py", True),    # the face sits above every group
+    ("from ..envs import env", "agent/ppo.py", True),
+    ("from ..agent.ppo import PPOAgent", "envs/lockstep.py", False),
+    ("from ..envs.env import act", "trainers/vectorized.py", False),
+    ("from .buffer import RolloutBuffer", "agent/ppo.py", False),
+    ("from ...tamiyo.episode import Episode", "envs/env.py", False),
+])
+def test_the_check_sees_an_upward_simic_import(source, file, bad):
+    found = upward_simic_imports(source, ROOT / "simic" / file)
+    assert (len(found) == 1) if bad else found == [], found
+
+
+GUIDE = ROOT.parent / "nbs" / "guide.ipynb"
+
+
+def guide_table() -> dict[str, set[str]]:
+    "The table of the guide's \"The dependency rule\": package -> the packages its row names (`everything`: all)."
+    cells = ["".join(c["source"]) for c in json.loads(GUIDE.read_text(encoding="utf-8"))["cells"]]
+    section = next(c for c in cells if c.startswith("## The dependency rule"))
+    table = {}
+    for row in re.findall(r"^\| (.+?) \| (.+?) \|$", section, flags=re.M):
+        who, may = row
+        names = re.findall(r"`([a-z_]+)`", may)
+        if who.startswith("the face"):
+            table[TOP] = set(names)
+        elif who.strip("`") in ALLOWED:
+            table[who.strip("`")] = set(ALLOWED) - {who.strip("`"), TOP} if may == "everything" else set(names)
+    return table
+
+
+def test_the_guide_states_the_table():
+    "The rule a contributor reads is the rule this test holds."
+    assert guide_table() == ALLOWED
+    assert " ← ".join(f"`{g}`" for g in SIMIC_LAYERS) in GUIDE.read_text(encoding="utf-8")

@@ -4,8 +4,9 @@
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'CHECKPOINT_VERSION', 'ARCH_FIELDS', 'HPARAM_FIELDS', 'AGENT_ENTRIES', 'FINITE_ENTRIES',
-           'agent_config', 'stored_config', 'stored_actions', 'save_agent', 'read_checkpoint', 'restore_agent',
-           'load_agent', 'agent_from_checkpoint', 'verify_archive', 'check_entries', 'first_nonfinite']
+           'TRAINER_ENTRIES', 'agent_config', 'stored_config', 'stored_actions', 'save_agent', 'verify_archive',
+           'check_entries', 'first_nonfinite', 'check_trainer_state', 'read_checkpoint', 'restore_agent', 'load_agent',
+           'agent_from_checkpoint']
 
 # %% ../../../nbs/simic/agent/10_checkpoint.ipynb #832e1ee5
 import math
@@ -17,6 +18,7 @@ import zipfile
 import zlib
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -83,134 +85,6 @@ def save_agent(
         raise ValueError(f"extra checkpoint entries may not replace the agent's own: {sorted(clash)}")
     payload.update(extra or {})
     save_torch_atomic(path, payload)  # temp file, fsync, rename: a kill or a full disk leaves the previous file
-
-# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #0a8282fe
-def read_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
-    "Load and verify a checkpoint payload (checksums, entries, finite numbers); one-line errors naming `path`."
-    verify_archive(path)  # before unpickling: `torch.load` does not check the records' CRC-32s
-    try:
-        payload = torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError:
-        raise
-    except pickle.UnpicklingError as e:  # safe loading refused a Python object no Esper checkpoint holds
-        found = re.search(r"GLOBAL ([\w.]+)", str(e))
-        what = f" ({found.group(1)})" if found else ""
-        raise ValueError(
-            f"{path} is not an Esper checkpoint, or comes from an incompatible version: it holds a Python "
-            f"object{what} that Esper never saves, so it was not loaded"
-        ) from None
-    except (
-        RuntimeError,
-        EOFError,
-        pickle.UnpicklingError,
-        zipfile.BadZipFile,
-        ValueError,
-        OSError,
-        KeyError,
-        IndexError,
-        struct.error,
-        UnicodeDecodeError,
-    ) as e:  # what torch raises on truncated/corrupt bytes
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
-        raise ValueError(
-            f"{path} is not a readable PPOAgent checkpoint (truncated, corrupt or not a torch file: {reason})"
-        ) from None
-    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
-        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
-        raise ValueError(f"{path} is not a PPOAgent checkpoint (format {found!r}, expected {CHECKPOINT_FORMAT!r})")
-    if payload.get("version") != CHECKPOINT_VERSION:
-        raise ValueError(
-            f"{path} has checkpoint version {payload.get('version')!r}; this Esper reads version {CHECKPOINT_VERSION}"
-        )
-    check_entries(payload, path)
-    for key in FINITE_ENTRIES:
-        found = first_nonfinite(payload[key], key)
-        if found:
-            raise ValueError(f"{path} cannot be used: {found}; load an earlier checkpoint or train again")
-    if "trainer" in payload:  # a trainer's checkpoint: what a resumed run reads is checked here too (chapter 27)
-        from esper.simic.trainers.checkpoint import check_trainer_state
-
-        check_trainer_state(payload["trainer"], path)
-    return payload
-
-# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #d94a5f12
-def _one_line(e: BaseException, limit: int = 300) -> str:
-    "An exception's message on one line (torch's `load_state_dict` errors span several)."
-    text = " ".join(str(e).split()) or type(e).__name__
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def restore_agent(
-    agent,  # a PPOAgent whose architecture matches the checkpoint's
-    ck: dict,  # a payload from `read_checkpoint`
-    path: str | os.PathLike,  # where it came from, for the messages
-) -> None:
-    "Restore `agent` in place from a verified checkpoint payload."
-    cfg = ck["config"]
-    menu = stored_actions(cfg, path).blueprints
-    if menu != agent.actions.blueprints:
-        raise ValueError(
-            f"checkpoint {path} was trained on the blueprint menu {menu}, but this run's menu is "
-            f"{agent.actions.blueprints}; run on the checkpoint's menu or train a new agent"
-        )
-    for k in ARCH_FIELDS:
-        if cfg[k] != getattr(agent, k):
-            raise ValueError(
-                f"checkpoint {path} has {k}={cfg[k]!r} but this run's agent has {k}={getattr(agent, k)!r}: it was "
-                "trained with other settings (--features, --recurrent, --factored, the host or the suite); run with "
-                "those, or train a new agent"
-            )
-    try:
-        agent.config = stored_config(cfg)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{path}: its stored config is invalid: {_one_line(e)}") from None
-    try:
-        agent.network.load_state_dict(ck["network_state_dict"])
-    except (RuntimeError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}: its network weights do not fit the agent: {_one_line(e)}") from None
-    agent.optimizer = agent._make_optimizer()  # weight_decay decides Adam vs AdamW
-    try:
-        agent.optimizer.load_state_dict(match_optimizer_state(ck["optimizer_state_dict"], agent.optimizer))
-    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
-        raise ValueError(f"{path}: its optimizer state does not fit the agent: {_one_line(e)}") from None
-    agent._use_kernels()  # the saved groups name the kernel of the device and settings they were saved with
-    agent.train_steps = int(ck["train_steps"])
-    try:
-        if ck["obs_normalizer"] is not None:
-            if agent.obs_normalizer is None:
-                agent.obs_normalizer = RunningMeanStd(tuple(ck["obs_normalizer"]["mean"].shape), device=agent.device)
-            agent.obs_normalizer.load_state_dict(ck["obs_normalizer"])
-        if ck["reward_normalizer"] is not None:
-            if agent.reward_normalizer is None:
-                agent.reward_normalizer = RewardNormalizer()
-            agent.reward_normalizer.load_state_dict(ck["reward_normalizer"])
-    except (ValueError, TypeError, KeyError) as e:
-        raise ValueError(f"{path}: its normalizer state is unusable: {_one_line(e)}") from None
-    agent.buffer.clear()
-    agent.reset_hidden()
-
-# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #e42a3bb5
-def load_agent(agent, path: str | os.PathLike) -> None:
-    "Restore `agent` from `path` (architecture must match)."
-    restore_agent(agent, read_checkpoint(path, map_location=agent.device), path)
-
-
-def agent_from_checkpoint(path: str | os.PathLike, device="cpu"):
-    "A new `PPOAgent` built from the configuration stored in `path`, then restored."
-    from esper.simic.agent.ppo import PPOAgent
-
-    device = resolve_device(device)  # "auto" picks CUDA where there is one
-    ck = read_checkpoint(path, map_location=device)
-    cfg = ck["config"]
-    try:
-        config = stored_config(cfg)
-    except (ValueError, TypeError) as e:
-        raise ValueError(f"{path}: its stored config is invalid: {_one_line(e)}") from None
-    agent = PPOAgent(
-        cfg["state_dim"], cfg["action_dim"], config=config, device=device, actions=stored_actions(cfg, path)
-    )
-    restore_agent(agent, ck, path)
-    return agent
 
 # %% ../../../nbs/simic/agent/10_checkpoint.ipynb #a5638ee1
 #: The entries every agent checkpoint holds beside `format` and `version`, with the types each may have.
@@ -304,3 +178,176 @@ def first_nonfinite(
         if found:
             return found
     return None
+
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #a03b7cf3
+#: The trainer entries a resumed run reads, with the type of each.
+TRAINER_ENTRIES: dict[str, type] = {"config": dict, "history": list, "batches_done": int, "rng": dict}
+
+
+def _rng_problem(rng: dict[str, Any]) -> str | None:
+    "What is wrong with RNG states saved by the trainer's `capture_rng` (None: they can be restored)."
+    py, n = rng.get("python"), rng.get("numpy")
+    if not (isinstance(py, list) and len(py) == 3 and isinstance(py[1], list)):
+        return "rng['python'] is not a saved Python RNG state"
+    if not (isinstance(rng.get("torch"), torch.Tensor) and rng["torch"].dtype == torch.uint8):
+        return "rng['torch'] is not a saved torch RNG state"
+    if not (
+        isinstance(n, dict)
+        and isinstance(n.get("key"), str)
+        and isinstance(n.get("state"), torch.Tensor)
+        and all(isinstance(n.get(k), int) for k in ("pos", "has_gauss"))
+        and isinstance(n.get("cached"), float)
+    ):
+        return "rng['numpy'] is not a saved NumPy RNG state"
+    return None
+
+
+def check_trainer_state(
+    trainer: Any,  # the `trainer` entry of a checkpoint
+    path: str | os.PathLike,  # where it came from, for the message
+) -> None:
+    "Refuse, in one line naming `path`, trainer state that a resumed run could not read."
+    bad = f"{path} holds unusable trainer state"
+    fix = "use an intact copy (no run can resume from this one)"
+    if not isinstance(trainer, dict):
+        raise ValueError(f"{bad} (a {type(trainer).__name__}, not a dict); {fix}")
+    missing = [k for k in TRAINER_ENTRIES if k not in trainer]
+    if missing:
+        raise ValueError(f"{bad}: it lacks {', '.join(missing)}; {fix}")
+    for k, t in TRAINER_ENTRIES.items():
+        if not isinstance(trainer[k], t) or (t is int and isinstance(trainer[k], bool)):
+            raise ValueError(f"{bad}: {k} is a {type(trainer[k]).__name__}, expected {t.__name__}; {fix}")
+    if trainer["batches_done"] < 0:
+        raise ValueError(f"{bad}: batches_done is {trainer['batches_done']}; {fix}")
+    for i, record in enumerate(trainer["history"]):
+        if not (isinstance(record, dict) and isinstance(record.get("episodes"), int)):
+            raise ValueError(f"{bad}: history[{i}] is not a batch record with its episodes; {fix}")
+    problem = _rng_problem(trainer["rng"])
+    if problem:
+        raise ValueError(f"{bad}: {problem}; {fix}")
+
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #0a8282fe
+def read_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
+    "Load and verify a checkpoint payload (checksums, entries, finite numbers); one-line errors naming `path`."
+    verify_archive(path)  # before unpickling: `torch.load` does not check the records' CRC-32s
+    try:
+        payload = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except pickle.UnpicklingError as e:  # safe loading refused a Python object no Esper checkpoint holds
+        found = re.search(r"GLOBAL ([\w.]+)", str(e))
+        what = f" ({found.group(1)})" if found else ""
+        raise ValueError(
+            f"{path} is not an Esper checkpoint, or comes from an incompatible version: it holds a Python "
+            f"object{what} that Esper never saves, so it was not loaded"
+        ) from None
+    except (
+        RuntimeError,
+        EOFError,
+        pickle.UnpicklingError,
+        zipfile.BadZipFile,
+        ValueError,
+        OSError,
+        KeyError,
+        IndexError,
+        struct.error,
+        UnicodeDecodeError,
+    ) as e:  # what torch raises on truncated/corrupt bytes
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(
+            f"{path} is not a readable PPOAgent checkpoint (truncated, corrupt or not a torch file: {reason})"
+        ) from None
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        found = payload.get("format") if isinstance(payload, dict) else type(payload).__name__
+        raise ValueError(f"{path} is not a PPOAgent checkpoint (format {found!r}, expected {CHECKPOINT_FORMAT!r})")
+    if payload.get("version") != CHECKPOINT_VERSION:
+        raise ValueError(
+            f"{path} has checkpoint version {payload.get('version')!r}; this Esper reads version {CHECKPOINT_VERSION}"
+        )
+    check_entries(payload, path)
+    for key in FINITE_ENTRIES:
+        found = first_nonfinite(payload[key], key)
+        if found:
+            raise ValueError(f"{path} cannot be used: {found}; load an earlier checkpoint or train again")
+    if "trainer" in payload:  # a trainer's checkpoint (chapter 27): what a resumed run reads is checked too
+        check_trainer_state(payload["trainer"], path)
+    return payload
+
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #d94a5f12
+def _one_line(e: BaseException, limit: int = 300) -> str:
+    "An exception's message on one line (torch's `load_state_dict` errors span several)."
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def restore_agent(
+    agent,  # a PPOAgent whose architecture matches the checkpoint's
+    ck: dict,  # a payload from `read_checkpoint`
+    path: str | os.PathLike,  # where it came from, for the messages
+) -> None:
+    "Restore `agent` in place from a verified checkpoint payload."
+    cfg = ck["config"]
+    menu = stored_actions(cfg, path).blueprints
+    if menu != agent.actions.blueprints:
+        raise ValueError(
+            f"checkpoint {path} was trained on the blueprint menu {menu}, but this run's menu is "
+            f"{agent.actions.blueprints}; run on the checkpoint's menu or train a new agent"
+        )
+    for k in ARCH_FIELDS:
+        if cfg[k] != getattr(agent, k):
+            raise ValueError(
+                f"checkpoint {path} has {k}={cfg[k]!r} but this run's agent has {k}={getattr(agent, k)!r}: it was "
+                "trained with other settings (--features, --recurrent, --factored, the host or the suite); run with "
+                "those, or train a new agent"
+            )
+    try:
+        agent.config = stored_config(cfg)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{path}: its stored config is invalid: {_one_line(e)}") from None
+    try:
+        agent.network.load_state_dict(ck["network_state_dict"])
+    except (RuntimeError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: its network weights do not fit the agent: {_one_line(e)}") from None
+    agent.optimizer = agent._make_optimizer()  # weight_decay decides Adam vs AdamW
+    try:
+        agent.optimizer.load_state_dict(match_optimizer_state(ck["optimizer_state_dict"], agent.optimizer))
+    except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
+        raise ValueError(f"{path}: its optimizer state does not fit the agent: {_one_line(e)}") from None
+    agent._use_kernels()  # the saved groups name the kernel of the device and settings they were saved with
+    agent.train_steps = int(ck["train_steps"])
+    try:
+        if ck["obs_normalizer"] is not None:
+            if agent.obs_normalizer is None:
+                agent.obs_normalizer = RunningMeanStd(tuple(ck["obs_normalizer"]["mean"].shape), device=agent.device)
+            agent.obs_normalizer.load_state_dict(ck["obs_normalizer"])
+        if ck["reward_normalizer"] is not None:
+            if agent.reward_normalizer is None:
+                agent.reward_normalizer = RewardNormalizer()
+            agent.reward_normalizer.load_state_dict(ck["reward_normalizer"])
+    except (ValueError, TypeError, KeyError) as e:
+        raise ValueError(f"{path}: its normalizer state is unusable: {_one_line(e)}") from None
+    agent.buffer.clear()
+    agent.reset_hidden()
+
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #e42a3bb5
+def load_agent(agent, path: str | os.PathLike) -> None:
+    "Restore `agent` from `path` (architecture must match)."
+    restore_agent(agent, read_checkpoint(path, map_location=agent.device), path)
+
+
+def agent_from_checkpoint(path: str | os.PathLike, device="cpu"):
+    "A new `PPOAgent` built from the configuration stored in `path`, then restored."
+    from esper.simic.agent.ppo import PPOAgent
+
+    device = resolve_device(device)  # "auto" picks CUDA where there is one
+    ck = read_checkpoint(path, map_location=device)
+    cfg = ck["config"]
+    try:
+        config = stored_config(cfg)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"{path}: its stored config is invalid: {_one_line(e)}") from None
+    agent = PPOAgent(
+        cfg["state_dim"], cfg["action_dim"], config=config, device=device, actions=stored_actions(cfg, path)
+    )
+    restore_agent(agent, ck, path)
+    return agent

@@ -23,8 +23,8 @@ from .env import check_states
 from ...tamiyo.features import check_features, policy_layout
 from .rewards import RewardConfig
 from ...tamiyo.problems import Suite, get_suite
-from ..trainers.vectorized import problem_slots, slot_ids_of
 from .parallel_env_state import EpisodeSpec, task_with_shuffle, check_reward_terms
+from .parallel_env_state import problem_slots, slot_ids_of
 
 # %% ../../../nbs/simic/envs/28_gym_env.ipynb #6664260e
 def _flat_mask(masks: dict[str, torch.Tensor]) -> np.ndarray:

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['check_reward_terms', 'ParallelEnvState', 'task_with_shuffle', 'TaskProblem', 'one_problem_suite', 'EpisodeSpec',
-           'make_env_states']
+           'make_env_states', 'slot_ids_of', 'n_slots_of', 'problem_slots', 'suite_slots']
 
 # %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #4f5e1c4e
 import contextlib
@@ -20,7 +20,9 @@ import numpy as np
 import torch
 
 from ...leyline import ActionSpace
+from ...kasmina import MorphogeneticModel
 from ...tamiyo.episode import Episode, EpisodeConfig
+from ...tamiyo.features import union_layout
 from ...tamiyo.problems import GrowthProblem, Suite
 from ...tolaria import resolve_device
 from ...tasks import TRAINING_DATA_SEED, get_task
@@ -260,3 +262,31 @@ def make_env_states(
         ep = Episode(task, config, hub, env_id=i, device=dev, stream=stream, step_offset=step_offset, actions=actions)
         envs.append(ParallelEnvState(i, s, ep, dev, stream, reward=spec.reward))
     return envs
+
+# %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #ef00c888
+def slot_ids_of(task: Any, config: EpisodeConfig) -> tuple[str, ...]:
+    "The seed slots the episodes' hosts will have, in host order."
+    return MorphogeneticModel(task.make_host(config.host), config.slots).slot_ids
+
+
+def n_slots_of(task: Any, config: EpisodeConfig) -> int:
+    "Number of seed slots the episodes' hosts will have."
+    return len(slot_ids_of(task, config))
+
+
+def problem_slots(
+    spec: EpisodeSpec,  # the run's episodes
+    seed: int,  # the run's seed (the task seed of the throwaway hosts)
+) -> dict[str, tuple[str, ...]]:
+    "Each problem's slots in host order, keyed by its name (a task factory's problem: by its task)."
+    if spec.suite is None:
+        return {spec.problem.task: slot_ids_of(spec.problem.make_task(seed), spec.problem.episode)}
+    return {p.name: slot_ids_of(*spec.episode_for(seed, p)) for p in spec.suite.problems}
+
+
+def suite_slots(
+    spec: EpisodeSpec,  # the run's episodes
+    seed: int,  # the run's seed (the task seed of the throwaway hosts)
+) -> tuple[str, ...]:
+    "The suite's slot layout: every problem's slots in one order (`union_layout`); one policy reads them all."
+    return union_layout(problem_slots(spec, seed).values())
