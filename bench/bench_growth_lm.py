@@ -41,7 +41,7 @@ from esper.tolaria.compute import host_epoch_flops
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_learning import cpu_model, git_state  # noqa: E402
-from stoppable_pool import stoppable_pool, stops_in_one_line  # noqa: E402
+from esper.cli.runs import stoppable_pool, stops_in_one_line
 
 #: The token blueprints the plans plant: the causal-token menu.
 BLUEPRINTS = ("attention_block", "mlp", "transformer_block", "low_rank")

@@ -5,7 +5,7 @@ each policy is evaluated greedily on the curve seeds every --eval-every episodes
 every policy, and every baseline, plays one episode on each held-out evaluation seed. Written under --out:
 results.json (config, every episode, the summary and the targets), table.md, learning_curves.png, lifecycle.png,
 and seed<k>/agent.pt plus seed<k>/history.json per training seed (with --keep-policies also seed<k>/policies/, the
-policy of every learning-curve evaluation, which bench/choose_policy.py chooses among on validation task seeds),
+policy of every learning-curve evaluation, which lab/probes/choose_policy.py chooses among on validation task seeds),
 and parts.jsonl: one line per invocation on these results (start, seconds, commit, flags; complete, stopped or
 failed), kept and added to by --resume; results.json's config lists the parts and their seconds in all.
 
@@ -63,7 +63,8 @@ from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tamiyo.features import FEATURE_SETS
 from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED, get_task
 from esper.tolaria import LR_SCHEDULES
-from stoppable_pool import stoppable_pool, stops_in_one_line  # bench/ is on sys.path: this script's own folder
+from esper.cli.runs import (PARTS_FILE, earlier_parts, part_of, parts_text, run_as_part, stoppable_pool,
+                            stops_in_one_line)
 
 TASK = "mnist1d"
 #: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them. PPO's learning rate, GAE lambda and
@@ -193,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
            "the training job's own process (default: 0). With K > 0, give --workers about cores / K")
     a("--keep-policies", action="store_true",
       help="save the policy of every learning-curve evaluation as seed<k>/policies/episode<NNNN>.pt (an agent "
-           "checkpoint, about 2 MB each), for bench/choose_policy.py and bench/replay_actions.py")
+           "checkpoint, about 2 MB each), for lab/probes/choose_policy.py and lab/probes/replay_actions.py")
     a("--resume", action="store_true",
       help="continue each training seed from its checkpoint seed<k>/agent.pt under --out where one exists (same "
            "settings), so a run cut short, e.g. by a time limit, goes on where it stopped")
@@ -348,7 +349,7 @@ RESUME_MAY_CHANGE = ("out", "resume", "overwrite", "workers", "env_workers", "ke
 
 def changed_flags(ap: argparse.ArgumentParser, argv: list[str] | None, out: Path) -> str | None:
     "With --resume: the one-line refusal of a flag that differs from the run being continued (None: none differs)."
-    first = next((p for p in earlier_parts(out, True) if isinstance(p.get("argv"), list)), None)
+    first = next((p for p in earlier_parts(out, True, "bench_learning.py") if isinstance(p.get("argv"), list)), None)
     if first is None:
         return None
     try:
@@ -806,96 +807,6 @@ def make_setup(args: argparse.Namespace) -> dict[str, Any]:
             **({"train_suite": args.train_suite, "curve_suite": args.curve_suite} if args.suite else {})}
 
 
-#: One line per invocation that worked on the results in --out (see the module's docstring).
-PARTS_FILE = "parts.jsonl"
-
-
-#: Seconds between rewrites of a running part's line: a run killed by SIGKILL is accounted for up to the last one.
-HEARTBEAT_SECONDS = 30.0
-
-
-def earlier_parts(out: Path, resume: bool) -> list[dict]:
-    """The parts that earlier invocations recorded in `out`, when this one continues them (--resume); else none. A part
-    still marked running was killed (SIGKILL, a lost machine): it is kept as `killed`, its seconds up to its last
-    heartbeat."""
-    path = out / PARTS_FILE
-    if not resume or not path.exists():
-        return []
-    try:
-        lines = [line for line in path.read_text().splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError) as e:
-        print(f"bench_learning.py: note: {path} could not be read ({e}); it will list this invocation only",
-              flush=True)
-        return []
-    parts = []
-    for line in lines:  # a damaged line is left out; the others are kept
-        try:
-            part = json.loads(line)
-        except json.JSONDecodeError:
-            part = None
-        if isinstance(part, dict) and isinstance(part.get("wall_seconds"), (int, float)):
-            parts.append(part | {"ended": "killed"} if part.get("ended") == "running" else part)
-    if len(parts) < len(lines):
-        print(f"bench_learning.py: note: {len(lines) - len(parts)} line(s) of {path} could not be read and are left "
-              "out", flush=True)
-    killed = [p for p in parts if p.get("ended") == "killed"]
-    if killed:
-        print(f"bench_learning.py: note: {len(killed)} earlier part(s) in {path} were killed while running; their "
-              f"seconds count up to their last heartbeat (every {HEARTBEAT_SECONDS:.0f} s)", flush=True)
-    return parts
-
-
-def parts_text(parts: list[dict]) -> str:
-    "parts.jsonl's text: one JSON line per part."
-    return "".join(json.dumps(relative_paths(p)) + "\n" for p in parts)
-
-
-def part_of(started: str, t0: float, config: dict[str, Any]) -> Callable[[str], dict]:
-    """This invocation's part, ended as given (running, complete, stopped or failed): its start, seconds so far,
-    commit and flags."""
-    return lambda ended: {"started": started, "wall_seconds": round(time.perf_counter() - t0, 1),
-                          "git_commit": config.get("git_commit"), "argv": config["argv"], "ended": ended}
-
-
-@contextlib.contextmanager
-def heartbeat(out: Path, parts: list[dict], part: Callable[[str], dict], every: float = HEARTBEAT_SECONDS):
-    """Writes `parts` and this part as running to `out`'s parts.jsonl now (so an unwritable folder fails before any
-    work), and again every `every` seconds until the body ends: a run killed without a word is still accounted for."""
-    beat = lambda: write_text_atomic(out / PARTS_FILE, parts_text(parts + [part("running")]))
-    beat()
-    done = threading.Event()
-
-    def again():
-        while not done.wait(every):
-            try:
-                beat()
-            except OSError:  # a full disk mid-run: the end of the run says what could not be written
-                pass
-
-    thread = threading.Thread(target=again, name="parts-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-
-
-def run_as_part(out: Path, parts: list[dict], part: Callable[[str], dict], kept: str, body: Callable[[], Any]) -> Any:
-    """`body()`, where Ctrl-C or SIGTERM ends the script in one line (`kept` says what stays); the part is in `out`'s
-    parts.jsonl as running meanwhile (`heartbeat`), and a stop or a failure records how it ended."""
-    try:
-        with stops_in_one_line("bench_learning.py", kept), heartbeat(out, parts, part):
-            return body()
-    except BaseException as e:
-        ended = "stopped" if isinstance(e, (SystemExit, KeyboardInterrupt)) else "failed"
-        try:
-            write_text_atomic(out / PARTS_FILE, parts_text(parts + [part(ended)]))
-        except OSError:
-            pass  # the stop's own line, or the failure, says what matters
-        raise
-
-
 def run_config(args: argparse.Namespace, setup: dict[str, Any], started: str, argv: list[str]|None) -> dict[str, Any]:
     "results.json's config: the settings, the seeds, and the commit, machine and versions that produced it."
     return {"preset": args.preset, "overrides": args.overrides, "task": TASK, **setup,
@@ -930,9 +841,9 @@ def main(argv: list[str]|None=None) -> int:
     print(f"learning benchmark, preset {args.preset}: {title}; {args.workers} workers -> {args.out}", flush=True)
 
     kept = f"the training checkpoints in {args.out} are kept: run the same command with --resume to continue"
-    parts, this_part = earlier_parts(args.out, args.resume), part_of(started, t0, config)
+    parts, this_part = earlier_parts(args.out, args.resume, "bench_learning.py"), part_of(started, t0, config)
     # Ctrl-C or SIGTERM: the checkpoints written stay valid, and the part is recorded
-    trained, rows = run_as_part(args.out, parts, this_part, kept, lambda: run_jobs(args, setup))
+    trained, rows = run_as_part(args.out, parts, this_part, kept, lambda: run_jobs(args, setup), "bench_learning.py")
     ppo_rows = {k: [r for r in rows if r["controller"] == "ppo" and r["train_seed"] == k] for k in args.train_seeds}
     seeds = [seed_summary(t, ppo_rows[t["train_seed"]]) for t in trained]
     summary = {}

@@ -50,9 +50,7 @@ from esper.simic.trainers import suite_benchmark as sb
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
 from esper.tamiyo.problems import SUITES, get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
-from stoppable_pool import stoppable_pool
-
-#: Why the peer did not run, or None where sb3-contrib can be imported.
+from esper.cli.runs import stoppable_pool
 MASKABLE_SKIP = (None if importlib.util.find_spec("sb3_contrib") else
                  "MaskablePPO: skipped (sb3-contrib is not installed; `make bench-sb3` installs it).")
 

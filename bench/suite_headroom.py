@@ -22,7 +22,7 @@ from esper.leyline.files import OutputError, check_output_dir, check_output_file
 from esper.tamiyo.plan_search import TEST_SEEDS, TUNE_SEEDS, PlayCache, search
 from esper.tamiyo.problems import SUITES, get_suite
 from esper.tasks.registry import TaskDataError
-from stoppable_pool import stops_in_one_line
+from esper.cli.runs import stops_in_one_line
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
 
 FILES = ("headroom.json", "headroom.md", "headroom.png")

@@ -1,5 +1,5 @@
 """Shared pytest configuration: `slow` tests run only with --runslow, `gpu` tests only where CUDA exists; `run_bench`
-and `start_bench` run a script of `bench/` the way a user would."""
+and `start_bench` run a script of `bench/` (or a probe of `lab/probes/`) the way a user would."""
 import os
 import subprocess
 import sys
@@ -14,7 +14,14 @@ os.environ.setdefault("ONEDNN_MAX_CPU_ISA", "AVX2")
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-BENCH_DIR = Path(__file__).resolve().parent.parent / "bench"
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_DIR = ROOT / "bench"
+PROBES_DIR = ROOT / "lab" / "probes"
+
+
+def script_path(script: str) -> Path:
+    "A benchmark of `bench/`, or else a probe of `lab/probes/`, by its file name."
+    return BENCH_DIR / script if (BENCH_DIR / script).exists() else PROBES_DIR / script
 
 
 def pytest_addoption(parser):
@@ -37,7 +44,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def _bench_command(script: str, *args: str) -> tuple[list[str], dict[str, str]]:
-    return [sys.executable, str(BENCH_DIR / script), *args], os.environ | {"OMP_NUM_THREADS": "1"}
+    return [sys.executable, str(script_path(script)), *args], os.environ | {"OMP_NUM_THREADS": "1"}
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""bench/adapt_headroom.py: the bounds on what acting on the run is worth, on a made-up benchmark."""
+"""lab/probes/adapt_headroom.py: the bounds on what acting on the run is worth, on a made-up benchmark."""
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parents[1] / "lab" / "probes"
 sys.path.insert(0, str(BENCH))
 import adapt_headroom as ah
 

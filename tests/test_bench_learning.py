@@ -124,7 +124,8 @@ def test_sigterm_stops_every_worker_in_one_line_and_keeps_the_checkpoint(tmp_pat
 
 
 def _bench_module(name: str):
-    bench = Path(__file__).resolve().parents[1] / "bench"
+    root = Path(__file__).resolve().parents[1]
+    bench = root / "bench" if (root / "bench" / f"{name}.py").exists() else root / "lab" / "probes"
     if str(bench) not in sys.path: sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
     spec = importlib.util.spec_from_file_location(name, bench / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -324,12 +325,10 @@ def test_sigterm_stops_the_blueprint_probe_and_its_workers(tmp_path, start_bench
 def test_a_stop_is_one_line_even_when_an_exit_hook_fails(tmp_path):
     "After the one line, nothing more: an exit hook that fails (as concurrent.futures' did after a stop) prints nothing."
     import subprocess
-    bench = Path(__file__).resolve().parents[1] / "bench"
     script = tmp_path / "stopped.py"
     script.write_text(
         "import sys, threading, time\n"
-        f"sys.path.insert(0, {str(bench)!r})\n"
-        "from stoppable_pool import stops_in_one_line\n"
+        "from esper.cli.runs import stops_in_one_line\n"
         "def broken():\n"
         "    raise OSError(9, 'Bad file descriptor')\n"
         "threading._register_atexit(broken)\n"

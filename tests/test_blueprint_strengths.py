@@ -1,4 +1,4 @@
-"""bench/blueprint_strengths.py: it plays a new blueprint at its own cost under a free Leyline name, leaves the registry
+"""lab/probes/blueprint_strengths.py: it plays a new blueprint at its own cost under a free Leyline name, leaves the registry
 as it found it for the next plan, summarises rows per variant, and never replaces an earlier --out by accident."""
 import importlib.util
 import sys
@@ -10,7 +10,7 @@ from esper.tasks.hosts import build_host
 
 
 def _strengths():
-    bench = Path(__file__).resolve().parents[1] / "bench"
+    bench = Path(__file__).resolve().parents[1] / "lab" / "probes"
     if str(bench) not in sys.path: sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
     spec = importlib.util.spec_from_file_location("blueprint_strengths", bench / "blueprint_strengths.py")
     module = importlib.util.module_from_spec(spec)

@@ -1,4 +1,4 @@
-"""bench/choose_policy.py on a tiny benchmark run with --keep-policies: the kept policies, the choice, its refusals."""
+"""lab/probes/choose_policy.py on a tiny benchmark run with --keep-policies: the kept policies, the choice, its refusals."""
 import json
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""bench/conv_overhead.py as a user runs it: a row per convolution shape with its timings and whether the matrix
+"""lab/probes/conv_overhead.py as a user runs it: a row per convolution shape with its timings and whether the matrix
 products give the same bits, the host's step both ways, its JSON, and an earlier --out refused in one line."""
 import json
 

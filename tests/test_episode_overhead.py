@@ -1,11 +1,11 @@
-"""bench/episode_overhead.py: the grown network is the episode's, and bad arguments end in one line."""
+"""lab/probes/episode_overhead.py: the grown network is the episode's, and bad arguments end in one line."""
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parents[1] / "lab" / "probes"
 sys.path.insert(0, str(BENCH))
 import episode_overhead as eo
 

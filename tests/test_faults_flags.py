@@ -182,7 +182,7 @@ def _bench_learning():
     from pathlib import Path
 
     bench = Path(__file__).resolve().parents[1] / "bench"
-    sys.path.insert(0, str(bench))  # the script imports its sibling stoppable_pool
+    sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
     try:
         spec = importlib.util.spec_from_file_location("bench_learning_flags", bench / "bench_learning.py")
         module = importlib.util.module_from_spec(spec)

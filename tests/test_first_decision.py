@@ -1,4 +1,4 @@
-"""bench/first_decision.py: a policy's first germination, problem by problem; bad input ends in one line."""
+"""lab/probes/first_decision.py: a policy's first germination, problem by problem; bad input ends in one line."""
 import json
 import sys
 from pathlib import Path
@@ -7,7 +7,7 @@ import pytest
 
 from esper.cli import main
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parents[1] / "lab" / "probes"
 sys.path.insert(0, str(BENCH))
 import first_decision as fd
 

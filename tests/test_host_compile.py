@@ -1,4 +1,4 @@
-"""bench/host_compile.py: its training step is the trainer's own but for the compiled call, and bad flags are one
+"""lab/probes/host_compile.py: its training step is the trainer's own but for the compiled call, and bad flags are one
 line each (the compiling itself is measured by running the script; it needs a C++ compiler and tens of seconds)."""
 import importlib.util
 import sys
@@ -13,7 +13,7 @@ from esper.tasks import get_task
 
 
 def _host_compile():
-    bench = Path(__file__).resolve().parent.parent / "bench"
+    bench = Path(__file__).resolve().parent.parent / "lab" / "probes"
     if str(bench) not in sys.path:
         sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
     spec = importlib.util.spec_from_file_location("host_compile", bench / "host_compile.py")

@@ -885,7 +885,7 @@ def test_a_checkpoint_with_per_tensor_optimizer_state_resumes_exactly(tmp_path):
 
 
 def test_the_update_parts_benchmark_times_adam_and_the_minibatch_step(tmp_path, run_bench):
-    "bench/ppo_update_parts.py on tiny settings (no compile): one line per Adam kernel and one for the eager step."
+    "lab/probes/ppo_update_parts.py on tiny settings (no compile): one line per Adam kernel and one for the eager step."
     p = run_bench("ppo_update_parts.py", "--iters", "2", "--no-compile", cwd=tmp_path, timeout=120)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()

@@ -1,10 +1,10 @@
-"""bench/suite_tune_probe.py: bad arguments end in one line before any training or episode."""
+"""lab/probes/suite_tune_probe.py: bad arguments end in one line before any training or episode."""
 import sys
 from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parents[1] / "lab" / "probes"
 sys.path.insert(0, str(BENCH))
 import suite_tune_probe as stp
 

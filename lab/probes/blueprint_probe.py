@@ -6,7 +6,7 @@ episodes on every batch with cosine learning rates and the 2,500-parameter budge
 preset) on tuning task seeds, never on the benchmark's held-out seeds 2000-2004. One line of JSON per candidate and
 rule.
 
-    OMP_NUM_THREADS=1 python bench/blueprint_probe.py --workers 2
+    OMP_NUM_THREADS=1 python lab/probes/blueprint_probe.py --workers 2
 
 The README and the "Why Tamiyo learns" chapter quote its two reference rules, `k3_k3` in both block orders, and the
 widths of two k=3 convolutions grown in both blocks (`--runs` as given there; about half a minute a run of five
@@ -28,7 +28,7 @@ from esper.leyline import BLUEPRINTS, BlendAlgorithm
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tasks import get_task
-from stoppable_pool import stoppable_pool, stops_in_one_line
+from esper.cli.runs import stoppable_pool, stops_in_one_line
 
 
 class TwoConvSeed(B.SeedModule):

@@ -22,7 +22,7 @@ cache filled under `ATEN_CPU_CAPABILITY=avx2` (as the tests set it) crashed a la
 generated code. It needs a C++ compiler (Inductor generates C++ on a CPU); without one it says so in one line. From
 the project root:
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/host_compile.py --plans static conv_heavy@block1/1 \\
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/host_compile.py --plans static conv_heavy@block1/1 \\
         conv_small@block1/1+global_mix@block2/2 --repeats 3 --out nbs/results/bench_episode/host_compile.json
 """
 import contextlib
@@ -36,7 +36,7 @@ import time
 from unittest import mock
 
 import torch
-from episode_overhead import check_plan_args, plan_parser  # bench/ is on sys.path: this script's own folder
+from episode_overhead import check_plan_args, plan_parser  # lab/probes/ is on sys.path: this script's own folder
 from torch import nn
 
 from esper.leyline.files import json_text, relative_paths, write_text_atomic

@@ -5,7 +5,7 @@ given problems and test seed, with telemetry on, and writes per problem and cont
 (events.jsonl, read by `esper.nissa.reading.load_events` and drawn by `plot_lifecycle_timeline`) and a summary.json
 of their test accuracies and plans. The chapter "Does Tamiyo adapt?" reads them. Usage, from the project root,
 after `make bench-suite`:
-    OMP_NUM_THREADS=1 .venv/bin/python bench/adapt_timelines.py --bench runs/bench_suite --run-seed 0 \\
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/adapt_timelines.py --bench runs/bench_suite --run-seed 0 \\
         --problems mnist1d-p3000 digits-c25 --seed 4000 --out nbs/results/bench_suite/timelines
 """
 import json
@@ -25,7 +25,7 @@ from esper.tamiyo.episode import run_episode
 from esper.tamiyo.plan_search import make_controller
 from esper.tamiyo.problems import get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
-from stoppable_pool import stops_in_one_line  # bench/ is on sys.path: this script's own folder
+from esper.cli.runs import stops_in_one_line
 
 
 def build_parser() -> OneLineParser:

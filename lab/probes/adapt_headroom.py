@@ -14,7 +14,7 @@ seeds of one problem. Reads a `bench_learning.py --suite` results.json, and with
 played episodes (its plays.jsonl: more candidate plans, those of the same suite version only); writes nothing. From
 the project root:
 
-    .venv/bin/python bench/adapt_headroom.py nbs/results/bench_suite/results.json --plays runs/bench_suite/plays.jsonl
+    .venv/bin/python lab/probes/adapt_headroom.py nbs/results/bench_suite/results.json --plays runs/bench_suite/plays.jsonl
 """
 import argparse
 import json

@@ -22,9 +22,9 @@ discounted return the runs actually paid from it: an advantage that has learned 
 shows the same mean difference as the returns. `--from FILE` judges the plays of an earlier output again, without
 playing them.
 
-    OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2
-    OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2 --critics RUN/seed0/agent.pt RUN/seed1/agent.pt
-    OMP_NUM_THREADS=1 python bench/reward_terms.py --workers 2 --preset short \
+    OMP_NUM_THREADS=1 python lab/probes/reward_terms.py --workers 2
+    OMP_NUM_THREADS=1 python lab/probes/reward_terms.py --workers 2 --critics RUN/seed0/agent.pt RUN/seed1/agent.pt
+    OMP_NUM_THREADS=1 python lab/probes/reward_terms.py --workers 2 --preset short \
         --rules concurrent:conv_heavy+conv_heavy concurrent:conv_heavy+depthwise
 
 The "Why Tamiyo learns" chapter quotes the default run (about 2 minutes on two cores).
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the benchmarks' own code
 import bench_learning as bl  # (the presets' episode and reward settings)
 
 from esper.cli import OneLineParser, positive_int, DistinctSeeds, seed_int
@@ -47,7 +47,7 @@ from esper.simic.envs.rewards import RewardConfig
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import Episode, EpisodeConfig
 from esper.tasks import get_task
-from stoppable_pool import stoppable_pool, stops_in_one_line
+from esper.cli.runs import stoppable_pool, stops_in_one_line
 
 DEFAULT_RULES = ("concurrent:conv_heavy+conv_small", "concurrent:conv_heavy+depthwise")
 TERMS = ("accuracy", "contribution", "rent", "terminal", "total")

@@ -1,6 +1,6 @@
 """Two parts of a PPO minibatch step, timed apart: the Adam step, and forward + loss + backward, eager vs compiled.
 
-Usage: OMP_NUM_THREADS=1 .venv/bin/python bench/ppo_update_parts.py [--iters 1000] [--no-compile]
+Usage: OMP_NUM_THREADS=1 .venv/bin/python lab/probes/ppo_update_parts.py [--iters 1000] [--no-compile]
 The network is `bench_ppo_update.py`'s (state 35, 9 actions, width 64, minibatch 64, one thread). It prints
 - the Adam step on the agent's flat parameter buffer, single-tensor (what the CPU path uses) and fused;
 - one minibatch's forward, heads, PPO loss and backward (the agent's own `minibatch_forward`, run by the

@@ -6,9 +6,9 @@ curve go to --out/probe.json. `eval`: the given checkpoints played greedily, and
 single rule, greedy, the heuristic), on every --judge problem x --seeds, with the blueprints each policy planted;
 written to --out as JSON (`policies` and `rules`), never over an earlier file without --overwrite. Examples, from the
 project root:
-    OMP_NUM_THREADS=1 .venv/bin/python bench/suite_tune_probe.py train --run-seed 5 --out runs/probe_long \\
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/suite_tune_probe.py train --run-seed 5 --out runs/probe_long \\
         -- --episodes 960 --entropy-anneal-episodes 720
-    OMP_NUM_THREADS=1 .venv/bin/python bench/suite_tune_probe.py eval --out runs/probes.json \\
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/suite_tune_probe.py eval --out runs/probes.json \\
         --policies run0=runs/bench_suite/seed0/agent.pt long=runs/probe_long/seed5/agent.pt
 With --problems NAME..., a few of train's problems take the place of the suites: `train` trains and draws its curve on
 them, `eval` plays them (a probe of whether a policy can tell those problems apart at all).
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import torch
 
-import bench_learning as bl  # bench/ is on sys.path: this script's own folder
-from stoppable_pool import stoppable_pool
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the benchmarks' own code
+import bench_learning as bl  # noqa: E402
+from esper.cli.runs import stoppable_pool
 from esper.cli import OneLineParser, DistinctSeeds, seed_int
 from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
@@ -31,7 +32,7 @@ from esper.tamiyo.plan_search import Play, PlayCache, as_played, run_plays
 from esper.tamiyo.plans import Plan
 from esper.tamiyo.problems import get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
-from stoppable_pool import stops_in_one_line
+from esper.cli.runs import stops_in_one_line
 from first_decision import probe_suite
 
 #: The reference rule on the tune problems unless --rule names another: the held-out suite's best single rule in the

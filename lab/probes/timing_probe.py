@@ -6,7 +6,7 @@ k = 0 is the rule itself. A PPO policy that is unsure at a gate acts a few epoch
 costs. Whole runs (the learning benchmark's `full` preset: 30 epochs on every batch, cosine learning rates, a
 2,500-parameter budget) on tuning task seeds, never the benchmark's held-out 2000-2004. One JSON line per delay.
 
-    OMP_NUM_THREADS=1 python bench/timing_probe.py --delays 0 1 2 4 --workers 2
+    OMP_NUM_THREADS=1 python lab/probes/timing_probe.py --delays 0 1 2 4 --workers 2
 
 The "Why Tamiyo learns" chapter quotes the default run (2-core CPU, about 3 minutes).
 """
@@ -23,7 +23,7 @@ from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tamiyo.signals import TamiyoAction
 from esper.tasks import get_task
-from stoppable_pool import stoppable_pool, stops_in_one_line
+from esper.cli.runs import stoppable_pool, stops_in_one_line
 
 FULL = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500)
 _MOVE = {SeedStage.GERMINATED: LifecycleOp.ADVANCE, SeedStage.TRAINING: LifecycleOp.ADVANCE,

@@ -8,11 +8,11 @@ every batch, cosine rates, one torch thread per worker, tuning task seeds (never
 table of mean final accuracy per plan and variant (parameters in all in brackets) and writes it with every row to
 --out (about 20 minutes with two workers on two busy cores):
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/blueprint_strengths.py --workers 2 --out nbs/results/blueprint_strengths/strengths.json
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/blueprint_strengths.py --workers 2 --out nbs/results/blueprint_strengths/strengths.json
 
 The blueprints added in `esper.kasmina.blueprints` after Leyline's five (`global_mix`, `dilated`, `widen`,
 `self_attention`) are not yet in the action space, so a plan that names one plays it under the name of one of the
-five that the plan does not use (its registry entry is swapped inside the worker, as `bench/blueprint_probe.py` does);
+five that the plan does not use (its registry entry is swapped inside the worker, as `lab/probes/blueprint_probe.py` does);
 the accuracy and the parameters are those of the real blueprint.
 """
 import copy
@@ -35,9 +35,7 @@ from esper.tamiyo.baselines import ScheduleTamiyo, StaticTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tasks import Task, TaskConfig, tensor_loader
 from esper.tasks.hosts import ConvHost
-from stoppable_pool import stoppable_pool, stops_in_one_line
-
-#: Plans: `static`, or blueprints planted in block 1, then block 2.
+from esper.cli.runs import stoppable_pool, stops_in_one_line
 PLANS = ("static", "conv_heavy", "conv_small", "attention", "global_mix", "dilated", "widen", "self_attention",
          "conv_heavy+conv_small", "conv_heavy+global_mix", "global_mix+conv_small", "dilated+conv_small")
 #: Variant -> (task family, MNIST-1D generator overrides, parameter budget). The 2-D host has 434 parameters.
@@ -193,7 +191,7 @@ def main(argv: list[str] | None = None) -> None:
     for v, s in summary.items():
         print(f"{v}: best plan {s['best']}, {s['lead']:.1f} points ahead of {s['runner_up']}; best single blueprint "
               f"{s['best_single']}, {s['single_lead']:.1f} ahead of {s['single_runner_up']}")
-    command = " ".join(["bench/blueprint_strengths.py", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["lab/probes/blueprint_strengths.py", *(sys.argv[1:] if argv is None else argv)])
     write_json_atomic(out, {"command": command, "epochs": a.epochs, "batches": a.batches, "seeds": a.seeds,
                             "variants": {v: VARIANTS[v] for v in a.variants}, "rows": rows, "summary": summary,
                             "table": text, "seconds": round(time.perf_counter() - t0, 1)})

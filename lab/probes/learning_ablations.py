@@ -15,8 +15,8 @@ Policies are evaluated on the *tuning* task seeds 1000-1002, never on the held-o
 Every run writes `<out>/<preset>_<variant>_<seed>.json` (its evaluation and its per-update history); `--collect`
 turns such a folder into the compact `summary.json` the "Why Tamiyo learns" chapter reads.
 
-    OMP_NUM_THREADS=1 python bench/learning_ablations.py --out runs/ablations --workers 16
-    python bench/learning_ablations.py --collect runs/ablations --summary nbs/tutorials/results/learning_ablations.json
+    OMP_NUM_THREADS=1 python lab/probes/learning_ablations.py --out runs/ablations --workers 16
+    python lab/probes/learning_ablations.py --collect runs/ablations --summary nbs/tutorials/results/learning_ablations.json
 
 On 2 cores one variant x seed takes about 6 minutes; the chapter's data came from 16 workers on a 16-core machine.
 """
@@ -26,7 +26,7 @@ import statistics
 import time
 from pathlib import Path
 
-from stoppable_pool import stoppable_pool, stops_in_one_line
+from esper.cli.runs import stoppable_pool, stops_in_one_line
 from esper.cli import DistinctSeeds, OneLineParser, seed_int
 from esper.leyline.files import write_json_atomic
 

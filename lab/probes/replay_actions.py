@@ -5,7 +5,7 @@ other than WAIT is printed as `epoch:OP[/blueprint]@slot`, followed by the final
 line is followed by its unsure decisions (no legal action above 0.95 probability) as `epoch:OP@slot p/OP@slot p`,
 its two likeliest actions with the slot each would act on: a greedy policy takes the first. For example, the
 policies of a `--preset full` benchmark run against its best rule:
-    OMP_NUM_THREADS=1 .venv/bin/python bench/replay_actions.py --preset full --seeds 2000 2004 \\
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/replay_actions.py --preset full --seeds 2000 2004 \\
         --checkpoints runs/bench_learning/full/seed1/agent.pt --rules concurrent:conv_heavy+conv_small
 """
 import sys
@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the benchmarks' own code
 import bench_learning as bl  # (the benchmark's presets, episode settings and controllers)
 
 from esper.cli import OneLineParser, DistinctSeeds, seed_int

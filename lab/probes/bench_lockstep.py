@@ -1,6 +1,6 @@
 """What caps the worker pool: lockstep waiting and the learner's serial work, measured in one process.
 
-Usage: OMP_NUM_THREADS=1 .venv/bin/python bench/bench_lockstep.py [--envs 16] [--max-epochs 15] [--max-batches 30]
+Usage: OMP_NUM_THREADS=1 .venv/bin/python lab/probes/bench_lockstep.py [--envs 16] [--max-epochs 15] [--max-batches 30]
 
 Trains two batches of `--envs` short-preset episodes in this process (`train_ppo_vectorized(workers=0)`) and times
 each env's share of every epoch (begin, training batches, end). With one env per worker, every epoch of a pool

@@ -8,7 +8,7 @@ seeds, the mean value, the epoch of that decision and the plans played), never o
 --overwrite. Only the train and tune suites, or with --problems a few of train's: the held-out problems are for the
 benchmark's report. From the project root:
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/first_decision.py --suite train --seeds 1000 1001 \\
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/first_decision.py --suite train --seeds 1000 1001 \\
         --policies run0=runs/bench_suite/seed0/agent.pt --out runs/first_decision.json
 """
 import statistics
@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import torch
-from stoppable_pool import stops_in_one_line
+from esper.cli.runs import stops_in_one_line
 
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
 from esper.cli import OneLineParser, DistinctSeeds, seed_int

@@ -7,7 +7,7 @@ one is the sum of one per tap), and says whether the outputs and gradients are b
 the impaired MNIST-1D host's bare SGD step with its kernel-1 convolutions done either way. Figures are medians over
 `--repeats` timings of `--calls` calls each, in microseconds of CPU time.
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/conv_overhead.py [--calls 300] [--repeats 5] \
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/conv_overhead.py [--calls 300] [--repeats 5] \
         [--out FILE.json [--overwrite]]
 """
 import argparse

@@ -17,7 +17,7 @@ It prints per plan the median seconds of each and the ratios: episode / grown (t
 seeds' layers). With --out it also writes the figures as JSON (an existing file only with --overwrite). From the
 project root:
 
-    OMP_NUM_THREADS=1 .venv/bin/python bench/episode_overhead.py --plans static conv_heavy@block1/1 \\
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/episode_overhead.py --plans static conv_heavy@block1/1 \\
         conv_small@block1/1+global_mix@block2/2 --repeats 5
 """
 import argparse

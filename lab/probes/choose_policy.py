@@ -7,7 +7,7 @@ last policy is among its best keeps it). The chosen policy then plays the run's 
 seeds must be none of the task seeds the run trained, drew its learning curve or evaluated on. Prints each training
 seed's last and chosen policy, each paired against the run's best fixed rule on the evaluation seeds, and writes
 choose_policy.json into the run's folder:
-    OMP_NUM_THREADS=1 .venv/bin/python bench/choose_policy.py --run runs/bench_learning/full \\
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/choose_policy.py --run runs/bench_learning/full \\
         --validation-seeds 1005 1006 1007 --workers 2
 """
 import json
@@ -19,12 +19,12 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the benchmarks' own code
 import bench_learning as bl  # (the benchmark's episode settings, play() and task seeds)
 
 from esper.cli import OneLineParser, positive_int, DistinctSeeds, seed_int
 from esper.leyline.files import write_json_atomic
-from stoppable_pool import stoppable_pool, stops_in_one_line
+from esper.cli.runs import stoppable_pool, stops_in_one_line
 
 EPISODE_KEYS = ("max_epochs", "max_batches", "lr_schedule", "param_budget")  # what play() needs of a run's config
 
