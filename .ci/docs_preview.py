@@ -148,6 +148,10 @@ def reader_view(nb):
             if any(d.split()[0] in ("export", "exporti") for d in ds if d): cell.source = ""
             if any(d.replace(" ", "") == "echo:false" for d in ds): cell.source = ""
             if any(d.replace(" ", "") == "output:false" for d in ds): cell.outputs = []
+            alt = [d.split(":", 1)[1].strip().strip("'\"") for d in ds if re.match(r"fig-alt\s*:", d)]
+            if alt: cell.metadata["esper_fig_alt"] = alt[0]
+            sizes = [float(x) for x in re.findall(r"\b(?:fontsize|labelsize)\s*=\s*(\d+(?:\.\d+)?)\b", cell.source)]
+            if sizes: cell.metadata["esper_text_pt"] = min(sizes)  # the smallest text the cell draws, when it says
             if not cell.source and not cell.get("outputs"): continue
         cells.append(cell)
     nb.cells = cells
@@ -183,14 +187,21 @@ def reexport_source(nb, module: str) -> str:
 # ---------------------------------------------------------------------------------------------- sidebar
 def sidebar(nbs: Path) -> list[tuple[str, list[Path]]]:
     "Sections of nbs/sidebar.yml with their notebooks in order; `auto:` globs expanded in sorted order."
+    return sidebar_tree(nbs)[0]
+
+
+def sidebar_tree(nbs: Path) -> tuple[list[tuple[str, list[Path]]], dict[str, str]]:
+    """The sections of nbs/sidebar.yml in order, flattened, and {section: the top-level section it sits in} for the
+    sections nested in another (Quarto's sidebar nests `section:` entries; "Chapters" holds one per subsystem)."""
     path = nbs / "sidebar.yml"
-    if not path.exists(): return []
+    parents: dict[str, str] = {}
+    if not path.exists(): return [], parents
     spec = yaml.safe_load(path.read_text()) or {}
     contents = spec.get("website", {}).get("sidebar", {}).get("contents", [])
     all_nbs = sorted(p.relative_to(nbs).as_posix() for p in nbs.rglob("*.ipynb") if ".ipynb_checkpoints" not in p.parts)
     sections: list[tuple[str, list[Path]]] = []
 
-    def expand(items, bucket):
+    def expand(items, bucket, parent=""):
         for item in items:
             if isinstance(item, str): bucket.append(Path(item))
             elif isinstance(item, dict) and "auto" in item:
@@ -198,14 +209,24 @@ def sidebar(nbs: Path) -> list[tuple[str, list[Path]]]:
                 for g in globs: bucket += [Path(p) for p in all_nbs if fnmatch.fnmatch(p, g)]
             elif isinstance(item, dict) and "section" in item:
                 sub: list[Path] = []
-                sections.append((str(item["section"]), sub))
-                expand(item.get("contents", []), sub)
+                name = str(item["section"])
+                sections.append((name, sub))
+                if parent: parents[name] = parents.get(parent, parent)
+                expand(item.get("contents", []), sub, name)
             elif isinstance(item, dict) and "href" in item: bucket.append(Path(item["href"]))
 
     top: list[Path] = []
     sections.append(("", top))
     expand(contents, top)
-    return sections
+    return sections, parents
+
+
+def navbar(nbs: Path) -> list[tuple[str, str]]:
+    "[(text, href)] of `website.navbar.left` in nbs/_quarto.yml: the top bar's links (hrefs relative to nbs/)."
+    path = nbs / "_quarto.yml"
+    spec = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
+    items = spec.get("website", {}).get("navbar", {}).get("left", []) or []
+    return [(str(i.get("text") or i["href"]), str(i["href"])) for i in items if isinstance(i, dict) and i.get("href")]
 
 
 def excluded_globs(nbs: Path) -> list[str]:
@@ -214,6 +235,31 @@ def excluded_globs(nbs: Path) -> list[str]:
     spec = (yaml.safe_load(path.read_text()) or {}) if path.exists() else {}
     pats = [r[1:] for r in spec.get("project", {}).get("render", []) or [] if isinstance(r, str) and r.startswith("!")]
     return [q for pat in pats for q in ([pat.rstrip("/") + "/*"] if pat.endswith("/") else [pat])]
+
+
+# ---------------------------------------------------------------------------------------------- callouts
+_callout = re.compile(r"^(:{3,})\s*\{([^}\n]*\.callout-[^}\n]*)\}[ \t]*\n(.*?)^\1[ \t]*$", re.S | re.M)
+
+
+class CalloutStore:
+    """Quarto callouts (`::: {.callout-warning title="..."}` ... `:::`) in markdown -> placeholder tokens, then the
+    HTML Quarto gives them (a `div.callout.callout-warning` with its title and its body rendered as markdown)."""
+    def __init__(self): self.items: list[str] = []
+
+    def protect(self, md: str) -> str:
+        return _callout.sub(self._sub, md)
+
+    def _sub(self, m) -> str:
+        attrs = m.group(2)
+        kind = re.search(r"\.callout-([\w-]+)", attrs).group(1)
+        title = re.search(r"title\s*=\s*\"([^\"]*)\"", attrs)
+        head = f"<div class='callout-title'>{_inline_md(title.group(1))}</div>" if title else ""
+        self.items.append(f"<div class='callout callout-{html.escape(kind)}' role='note'>{head}"
+                          f"{markdown2html_mistune(m.group(3))}</div>")
+        return f"\n\nESPERCALLOUT{len(self.items) - 1}X\n\n"
+
+    def restore(self, body: str) -> str:
+        return re.sub(r"(?:<p>)?ESPERCALLOUT(\d+)X(?:</p>)?", lambda m: self.items[int(m.group(1))], body)
 
 
 # ---------------------------------------------------------------------------------------------- math
@@ -504,8 +550,12 @@ def link_target(href: str) -> str | None:
     return re.sub(r"\.ipynb$", ".html", path) + (f"#{anchor}" if anchor else "")
 
 
-def postprocess(body: str, page: Page, counts: dict) -> tuple[str, list[tuple[int, str, str]]]:
+def postprocess(body: str, page: Page, counts: dict, alts: dict[str, str] | None = None) -> tuple[str, list[tuple[int, str, str]]]:
     soup = BeautifulSoup(body, "html.parser")
+    for tag, (alt, pt) in (alts or {}).items():  # a cell's `#| fig-alt:` on the images it shows, as Quarto does
+        for img in soup.select(f".celltag_{tag} img"):
+            if alt: img["alt"] = alt
+            if pt: img["data-text-pt"] = f"{pt:g}"  # for docs_check: the smallest font size the cell asks for
     used: set[str] = set()
     toc = []
     for h in soup.find_all(re.compile(r"^h[1-6]$")):
@@ -548,6 +598,11 @@ a{color:var(--accent);text-decoration:none}a:hover{text-decoration:underline}
 #sidebar{position:sticky;top:3.2rem;align-self:start;max-height:calc(100vh - 3.4rem);overflow:auto;
   padding:1.2rem .4rem 2rem 1.2rem;font-size:.9rem;border-right:1px solid var(--line)}
 #sidebar .section{margin:.9rem 0 .25rem;font-weight:600;color:var(--fg)}
+#sidebar .section.sub{margin:.5rem 0 .15rem .5rem;font-weight:500;font-size:.86rem}#sidebar ul.sub{margin-left:.5rem}
+.callout{border:1px solid var(--line);border-left:5px solid #f0ad4e;border-radius:6px;padding:.6rem 1rem;margin:1rem 0;
+  background:#fffaf2}.callout-note{border-left-color:var(--accent);background:#f3f7fc}
+.callout-important{border-left-color:#d9534f;background:#fdf4f4}.callout-title{font-weight:600;margin-bottom:.3rem}
+.callout>p:last-child{margin-bottom:0}
 #sidebar ul{list-style:none;margin:0;padding:0}#sidebar li{margin:.1rem 0}
 #sidebar a{display:block;padding:.12rem .5rem;border-radius:4px;color:var(--muted)}
 #sidebar a:hover{background:#eef4fc;text-decoration:none;color:var(--fg)}
@@ -572,6 +627,7 @@ pre code{background:none;padding:0}
 .output_stderr pre{background:#fff5f5;border-left-color:#f3b7b7}
 .output_png img,.output_jpeg img,.output_svg svg{max-width:100%;height:auto;display:block;margin:.5rem 0 1rem}
 table{border-collapse:collapse;margin:1rem 0;font-size:.92rem;display:block;overflow-x:auto}
+td code,th code{overflow-wrap:anywhere}
 th,td{border-bottom:1px solid var(--line);padding:.35rem .7rem;text-align:left;vertical-align:top}
 thead th{border-bottom:2px solid #aab4c0}
 blockquote{margin:1rem 0;padding:.2rem 1rem;border-left:4px solid var(--line);color:var(--muted)}
@@ -593,26 +649,45 @@ math[display=block]{margin:.8rem 0}
 """
 
 
-def page_html(page: Page, body: str, toc, pages: list[Page], sections: list[tuple[str, list[Page]]], project: str) -> str:
+def page_html(page: Page, body: str, toc, pages: list[Page], sections: list[tuple[str, list[Page]]], project: str,
+              parents: dict[str, str] | None = None, links: list[tuple[str, str]] | None = None) -> str:
+    """One page in the site's layout. `parents`: {nested section: its top-level section} (sidebar_tree); `links`: the
+    top bar's [(text, notebook href)] (navbar); without them, one top-bar link per section."""
     up = "../" * page.dest.count("/")
     def href(p: Page) -> str: return up + p.dest
     e = html.escape
+    parents = parents or {}
     side = ["<nav id='sidebar' aria-label='Chapters'>"]
+    shown: set[str] = set()
     for name, items in sections:
         if not items: continue
-        if name: side.append(f"<div class='section'>{e(name)}</div>")
-        side.append("<ul>")
+        parent = parents.get(name)
+        if parent and parent not in shown:
+            side.append(f"<div class='section'>{e(parent)}</div>"); shown.add(parent)
+        if name and name not in shown:
+            side.append(f"<div class='section{' sub' if parent else ''}'>{e(name)}</div>"); shown.add(name)
+        side.append("<ul class='sub'>" if parent else "<ul>")
         for p in items:
             cur = " aria-current='page'" if p is page else ""
             tag = f" <span class='tag' title='re-exports {e(p.reexport_of)}'>re-export</span>" if p.reexport_of else ""
             side.append(f"<li><a href='{e(href(p))}'{cur}>{e(p.title)}{tag}</a></li>")
         side.append("</ul>")
     side.append("</nav>")
-    top = [f"<a href='{up}index.html#chapters'>Chapters</a>"]
-    for name, items in sections:
-        if not name or not items: continue
-        active = " class='active'" if page.section == name else ""
-        top.append(f"<a href='{e(href(items[0]))}'{active}>{e(name.replace(' — ', ': '))}</a>")
+    group = parents.get(page.section, page.section)
+    if links:
+        top = []
+        for text, target in links:
+            dest = link_target(target) or target
+            first = next((p for p in pages if p.dest == dest.partition("#")[0]), None)
+            active = " class='active'" if first is not None and (first is page or (
+                group and parents.get(first.section, first.section) == group)) else ""
+            top.append(f"<a href='{e(up + dest)}'{active}>{e(text)}</a>")
+    else:
+        top = [f"<a href='{up}index.html#chapters'>Chapters</a>"]
+        for name, items in sections:
+            if not name or not items: continue
+            active = " class='active'" if page.section == name else ""
+            top.append(f"<a href='{e(href(items[0]))}'{active}>{e(name.replace(' — ', ': '))}</a>")
     order = [p for p in pages if p.in_sidebar]
     pager = ["<nav class='pager' aria-label='Previous and next chapter'>"]
     if page in order:
@@ -699,7 +774,9 @@ def main(src: str, out: str, execute: bool = False) -> int:
              and not any(fnmatch.fnmatch(p.relative_to(nbs).as_posix(), g) for g in excluded)}
     pages: list[Page] = []
     placed: set[str] = set()
-    for name, items in sidebar(nbs):
+    tree, parents = sidebar_tree(nbs)
+    links = navbar(nbs)
+    for name, items in tree:
         for rel in items:
             key = rel.as_posix()
             if key not in found:
@@ -734,17 +811,21 @@ def main(src: str, out: str, execute: bool = False) -> int:
         nb = p.nb
         html_blocks: list[str] = []
         render_show_docs(nb, p.module, cfg, stats, p.src.as_posix(), html_blocks)
-        math = MathStore()
+        math, callouts, alts = MathStore(), CalloutStore(), {}
         for cell in nb.cells:
-            if cell.cell_type == "markdown": cell.source = math.protect(cell.source)
+            if cell.cell_type == "markdown": cell.source = math.protect(callouts.protect(cell.source))
+            if cell.metadata.get("esper_fig_alt") or cell.metadata.get("esper_text_pt"):
+                tag = f"esperfig{len(alts)}"
+                cell.metadata["tags"] = list(cell.metadata.get("tags", [])) + [tag]
+                alts[tag] = (cell.metadata.get("esper_fig_alt"), cell.metadata.get("esper_text_pt"))
         body, _ = exporter.from_notebook_node(nb)
-        body = restore_docs(math.restore(body), html_blocks)
+        body = restore_docs(callouts.restore(math.restore(body)), html_blocks)
         n_math += len(math.items)
         if p.dest == "index.html": body += "\n" + chapters
-        body, toc = postprocess(body, p, counts)
+        body, toc = postprocess(body, p, counts, alts)
         dest = out / p.dest
         dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_text(page_html(p, body, toc, pages, sections, project))
+        dest.write_text(page_html(p, body, toc, pages, sections, project, parents, links))
         p.nb = None
     for n in notes: print(f"  index: {n}")
     for u in stats.unresolved: print(f"  warning: {u}", file=sys.stderr)
