@@ -7,7 +7,7 @@ import statistics as st
 import torch
 
 from esper.cli import DistinctSeeds, OneLineParser, seed_int
-from esper.cli.baseline import run_baseline
+from esper.cli.baseline import BaselineRun, run_baseline
 
 
 def main():
@@ -22,7 +22,7 @@ def main():
     print("| host | params | test acc (%) | last validation acc (%) | s/epoch |")
     print("|---|---|---|---|---|")
     for h in a.hosts:
-        rs = [run_baseline("mnist1d", epochs=a.epochs, seed=s, host=h, progress=False) for s in a.seeds]
+        rs = [run_baseline(BaselineRun("mnist1d", epochs=a.epochs, seed=s, host=h), progress=False) for s in a.seeds]
         fin = [r["final_accuracy"] for r in rs]; best = [r["final_val_accuracy"] for r in rs]
         spe = [r["seconds_per_epoch"] for r in rs]
         sd = lambda xs: st.stdev(xs) if len(xs) > 1 else 0.0

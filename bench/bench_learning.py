@@ -48,7 +48,7 @@ from esper.cli import (OneLineParser, earlier_results, nonneg_int, positive_floa
 from esper.leyline.files import (figure_bytes, json_text, relative_paths, write_files_atomic, write_json_atomic,
                                  write_text_atomic)
 from esper.simic.agent.checkpoint import read_checkpoint
-from esper.cli.compare import make_controller
+from esper.tamiyo.controllers import make_controller
 from esper.leyline.stats import mean_ci95
 from esper.simic.envs.env import PPOController, load_ppo_controller
 from esper.simic.agent.config import TrainingConfig
@@ -56,7 +56,7 @@ from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem
 from esper.simic.envs.rewards import RewardConfig
 from esper.simic.trainers.run_settings import RunSettings
 from esper.simic.trainers.schedules import episode_seed
-from esper.simic.trainers.suite_benchmark import COLLAPSED_ENTROPY, MIN_EXPLAINED_VARIANCE
+from esper.tamiyo.suite_report import COLLAPSED_ENTROPY, MIN_EXPLAINED_VARIANCE
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
@@ -440,7 +440,7 @@ def curve_rows(controller: Any, setup: dict[str, Any]) -> list[dict[str, Any]]:
     "The learning curve's episodes: the task on the curve seeds, or with a suite every --curve-suite problem on them."
     if not setup.get("curve_suite"):
         return [play(controller, s, setup) for s in setup["curve_seeds"]]
-    from esper.simic.trainers.suite_benchmark import play_policy
+    from esper.tamiyo.suite_report import play_policy
     from esper.tamiyo.problems import get_suite
     acts, curve = get_suite(setup["train_suite"]), get_suite(setup["curve_suite"])
     return [play_policy(controller, acts, p, s) for p in curve.problems for s in setup["curve_seeds"]]

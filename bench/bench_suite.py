@@ -6,7 +6,7 @@ tune seeds, which choose its open-loop replay, and the test seeds, which report)
 (chosen on the tune seeds by `plan_search.search`), the greedy rule, the heuristic, static, random, each policy's
 open-loop replay (its most frequent plan on the problem's tune seeds, played blind on the test seeds) and, where
 sb3-contrib is installed, MaskablePPO trained on the same suite and budget through `GrowthEnv`. The tables, paired
-comparisons and targets come from `esper.simic.trainers.suite_benchmark`.
+comparisons and targets come from `esper.tamiyo.suite_report`.
 
 Every job runs in one pool of --workers processes, the longest first: each run seed's training and the peer's are
 queued before the plan search's episodes, so the episodes fill the workers that no training holds and no core
@@ -46,7 +46,7 @@ from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
 from esper.simic.envs.parallel_env_state import EpisodeSpec, problem_slots
 from esper.tamiyo.features import policy_layout, union_layout
-from esper.simic.trainers import suite_benchmark as sb
+from esper.tamiyo import suite_report as sb
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
 from esper.tamiyo.problems import SUITES, get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)

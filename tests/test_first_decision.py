@@ -27,7 +27,7 @@ def test_first_choice_reads_the_first_legal_germination(checkpoints):
     "The probabilities are the actor's over its legal actions at a decision where germinating was legal."
     from esper.leyline import ActionSpace
     from esper.simic.envs.env import load_ppo_controller
-    from esper.simic.trainers.suite_benchmark import play_policy
+    from esper.tamiyo.suite_report import play_policy
     from esper.tamiyo.problems import get_suite
 
     ctl, suite = load_ppo_controller(str(checkpoints / "flat.pt")), get_suite("tiny")

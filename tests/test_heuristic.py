@@ -64,7 +64,7 @@ def test_episode_rejects_bad_config_and_step_before_reset():
 def test_heuristic_on_a_suite_plays_every_problem_on_every_seed_within_its_menu_and_budgets(tmp_path):
     import json
 
-    from esper.cli.heuristic import run_heuristic
+    from esper.cli.heuristic import HeuristicRun, run_heuristic
     from esper.tamiyo.problems import GrowthProblem, Suite
 
     suite = Suite("budgets", 1, (
@@ -73,7 +73,7 @@ def test_heuristic_on_a_suite_plays_every_problem_on_every_seed_within_its_menu_
                       max_batches=3),
         GrowthProblem("short", "digits", blueprints=("conv_small",), compute_budget=3.5, max_epochs=6, max_batches=3),
     ))
-    s = run_heuristic(suite=suite, episodes=2, seed=7, out=tmp_path, progress=False, device="cpu")
+    s = run_heuristic(HeuristicRun(suite=suite, episodes=2, seed=7, device="cpu"), out=tmp_path, progress=False)
     assert [(r["problem"], r["seed"]) for r in s["results"]] == [("tight", 7), ("tight", 8), ("short", 7), ("short", 8)]
     for r in s["results"]:
         p = suite[r["problem"]]
@@ -88,7 +88,7 @@ def test_heuristic_on_a_suite_plays_every_problem_on_every_seed_within_its_menu_
     assert [line.split(" |")[0] for line in saved["table"].splitlines()[4:]] == ["| tight", "| short",
                                                                                  "| all 2 problems"]
     with pytest.raises(ValueError, match="leave task, host at the default"):
-        run_heuristic(suite=suite, task="digits", host="digits_impaired")
+        run_heuristic(HeuristicRun(suite=suite, task="digits", host="digits_impaired"))
 
 
 def test_heuristic_suite_command_prints_the_test_accuracy_table(tmp_path, capsys):

@@ -143,7 +143,7 @@ def test_an_archive_that_is_not_the_package_is_refused():
 
 
 def test_the_comparison_table_reports_the_task_metric():
-    from esper.cli.compare import markdown_table, summarize
+    from esper.tamiyo.comparison_report import markdown_table, summarize
 
     ep = dict(final_accuracy=50.0, final_val_accuracy=49.0, params_added=10, host_params=100, seeds_germinated=1,
               seeds_fossilized=1, seeds_pruned=0, seconds_per_epoch=0.1, metric="bits per character", final_metric=3.0)

@@ -4,11 +4,12 @@
 
 # %% auto #0
 __all__ = ['LOOSE_SETTINGS', 'ACCURACY_NOTE', 'HEURISTIC_FILES', 'heuristic_problems', 'suite_table', 'heuristic_files',
-           'run_heuristic', 'add_parser', 'run']
+           'HeuristicRun', 'run_heuristic', 'add_parser', 'heuristic_run', 'run']
 
 # %% ../../nbs/cli/02_heuristic.ipynb #06c07c33
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib
@@ -180,38 +181,47 @@ def heuristic_files(
     return files
 
 # %% ../../nbs/cli/02_heuristic.ipynb #8670855c
+@dataclass(frozen=True)
+class HeuristicRun:
+    "What a heuristic run plays: one task's episodes (or every problem of a suite), on which seeds, how they train."
+
+    task: str = "mnist1d"  # task name
+    episodes: int = 1  # episodes to run (with a suite: per problem, one per seed)
+    max_epochs: int = 30  # epochs per episode
+    slots: list[str] | None = None  # slots to enable (default: one per host block)
+    seed: int = 0  # seed of episode 0 (episode i uses seed + i)
+    host: str | None = None  # host preset (default: the task's)
+    host_lr: float = 0.01  # host SGD learning rate
+    seed_lr: float = 0.05  # seed SGD learning rate
+    blend_epochs: int = 5  # epochs of the alpha ramp
+    device: str = "auto"  # "auto", "cpu", "cuda", ...
+    data_dir: str | None = None  # dataset cache folder
+    download: bool = False  # download CIFAR-10 if missing
+    suite: Suite | str | None = None  # play every problem of this suite instead of task, host, slots, max_epochs
+
+
 def run_heuristic(
-    task: str = "mnist1d",  # task name
-    episodes: int = 1,  # episodes to run (with a suite: per problem, one per seed)
-    max_epochs: int = 30,  # epochs per episode
-    slots: list[str] | None = None,  # slots to enable (default: one per host block)
-    seed: int = 0,  # seed of episode 0 (episode i uses seed + i)
+    run: HeuristicRun | None = None,  # what to play (None: the defaults, one episode of mnist1d)
     out: Path | str | None = None,  # folder for summary.json and timeline.png (None: write nothing)
-    host: str | None = None,  # host preset (default: the task's)
-    host_lr: float = 0.01,  # host SGD learning rate
-    seed_lr: float = 0.05,  # seed SGD learning rate
-    blend_epochs: int = 5,  # epochs of the alpha ramp
-    device: str = "auto",  # "auto", "cpu", "cuda", ...
-    data_dir: str | None = None,  # dataset cache folder
-    download: bool = False,  # download CIFAR-10 if missing
     progress: bool = True,  # print a line per episode
     telemetry_dir: Path | str | None = None,  # folder for events.jsonl and tensorboard/ (None: none)
     telemetry_level: str = "normal",  # off, minimal, normal or debug
     lifecycle: list | None = None,  # a list that receives the lifecycle events, for `heuristic_files`' timeline
-    suite: Suite | str | None = None,  # play every problem of this suite instead of task, host, slots, max_epochs
 ) -> dict:
     "Run heuristic episodes and return (and optionally write) their summary; test-split accuracy."
+    job = run or HeuristicRun()
+    task, episodes, max_epochs, seed = job.task, job.episodes, job.max_epochs, job.seed
     if episodes < 1:
         raise ValueError(f"episodes must be >= 1 (got {episodes})")
-    the_suite, problems = heuristic_problems(suite, task, host, slots, max_epochs)
+    the_suite, problems = heuristic_problems(job.suite, task, job.host, job.slots, max_epochs)
     if out is not None:
         check_output_dir(out, "out")  # before the first episode, not after the last
-    base = EpisodeConfig(host_lr=host_lr, seed_lr=seed_lr, blend_epochs=blend_epochs)
+    base = EpisodeConfig(host_lr=job.host_lr, seed_lr=job.seed_lr, blend_epochs=job.blend_epochs)
     seeds = list(range(seed, seed + episodes))
     hub = make_hub(telemetry_dir, telemetry_level, console=False) if telemetry_dir is not None else TelemetryHub("off")
     rec = _Recorder(hub)
     try:
-        results = _play(problems, seeds, base, rec, device, data_dir, download, progress)
+        results = _play(problems, seeds, base, rec, job.device, job.data_dir, job.download, progress)
     finally:
         hub.close()
     summary = {"accuracy": ACCURACY_NOTE, "seed": seed, "seeds": seeds, **_stats(results), "results": results}
@@ -290,6 +300,14 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 # %% ../../nbs/cli/02_heuristic.ipynb #3689ff8a
+def heuristic_run(
+    args,  # the parsed flags of `esper-train heuristic`
+) -> HeuristicRun:
+    "What the flags ask to play."
+    keep = ("task", "episodes", "max_epochs", "slots", "seed", "host", "host_lr", "seed_lr", "blend_epochs")
+    return HeuristicRun(**{k: getattr(args, k) for k in keep + ("device", "data_dir", "download", "suite")})
+
+
 def run(args) -> int:
     "Run the heuristic job from parsed arguments."
     check_data_dir(args.data_dir)
@@ -303,23 +321,11 @@ def run(args) -> int:
                 clear_telemetry(args.telemetry_dir)  # --overwrite: the new run's events never mix with the old ones
             lifecycle = []
             s = run_heuristic(
-                task=args.task,
-                episodes=args.episodes,
-                max_epochs=args.max_epochs,
-                slots=args.slots,
-                seed=args.seed,
-                host=args.host,
-                host_lr=args.host_lr,
-                seed_lr=args.seed_lr,
-                blend_epochs=args.blend_epochs,
-                device=args.device,
-                data_dir=args.data_dir,
-                download=args.download,
+                heuristic_run(args),
                 progress=not args.no_progress,
                 telemetry_dir=args.telemetry_dir,
                 telemetry_level=args.telemetry_level,
                 lifecycle=lifecycle,
-                suite=args.suite,
             )
             if args.suite is not None:
                 print(s["table"], flush=True)

@@ -20,9 +20,9 @@ from esper.leyline.files import json_text, write_files_atomic
 from esper.nissa.backends import make_hub
 from esper.nissa.reading import clear_telemetry
 from esper.simic.envs.env import load_ppo_controller
-from esper.simic.trainers.suite_benchmark import germination_plan
+from esper.tamiyo.suite_report import germination_plan
 from esper.tamiyo.episode import run_episode
-from esper.tamiyo.plan_search import make_controller
+from esper.tamiyo.controllers import make_controller
 from esper.tamiyo.problems import get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
 from esper.cli.runs import stops_in_one_line
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.problems:
             p = suite[name]
             ppo = play(load_ppo_controller(str(checkpoint)), p, train.blueprints, args.seed, out / name / "ppo")
-            best = play(make_controller(oracle[name], p, args.seed), p, p.blueprints, args.seed, out / name / "oracle")
+            best = play(make_controller(oracle[name], args.seed), p, p.blueprints, args.seed, out / name / "oracle")
             summary["problems"][name] = {"ppo": ppo, "oracle": best | {"plan": oracle[name]}}
             print(f"{name}: PPO {ppo['test_accuracy']:.1f}% with {ppo['plan']}; "
                   f"oracle {best['test_accuracy']:.1f}% with {oracle[name]}", flush=True)

@@ -25,7 +25,7 @@ from esper.leyline import ActionSpace
 from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.agent.networks import apply_mask
 from esper.simic.envs.env import load_ppo_controller
-from esper.simic.trainers.suite_benchmark import play_policy
+from esper.tamiyo.suite_report import play_policy
 from esper.tamiyo.problems import Suite, get_suite, register_suite
 
 

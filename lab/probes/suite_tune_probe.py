@@ -27,7 +27,7 @@ from esper.cli.runs import stoppable_pool
 from esper.cli import OneLineParser, DistinctSeeds, seed_int
 from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
-from esper.simic.trainers.suite_benchmark import play_policy
+from esper.tamiyo.suite_report import play_policy
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, run_plays
 from esper.tamiyo.plans import Plan
 from esper.tamiyo.problems import get_suite

@@ -31,6 +31,7 @@ from esper.tamiyo.features import (
     run_feature_dim,
     spread_mask,
 )
+from ...tamiyo.controllers import ControllerOptions, register_controller
 from ...tamiyo.signals import TamiyoAction
 from .rewards import RewardConfig, compute_reward
 from .flat_slots import flat_action_slot
@@ -326,3 +327,15 @@ def load_ppo_controller(
     from esper.simic.agent.ppo import PPOAgent
 
     return PPOController(PPOAgent.from_checkpoint(path, device=device), deterministic)
+
+# %% ../../../nbs/simic/envs/21_env.ipynb #4503a9d1
+@register_controller("ppo")
+def _ppo_controller(
+    seed: int,  # unused: a greedy policy draws nothing
+    options: ControllerOptions,  # `checkpoint` (required) and `device`
+    arg: str,  # unused
+) -> PPOController:
+    "The trained policy of `options.checkpoint`, greedy."
+    if options.checkpoint is None:
+        raise ValueError("controller 'ppo' needs --checkpoint PATH (a file written by esper-train ppo --save)")
+    return load_ppo_controller(options.checkpoint, device=options.device)
