@@ -39,9 +39,7 @@ from esper.tasks import TaskDataError, get_task
 from esper.tolaria import validate
 from esper.tolaria.compute import host_epoch_flops
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_learning import cpu_model, git_state  # noqa: E402
-from esper.cli.runs import stoppable_pool, stops_in_one_line
+from esper.cli.runs import cpu_model, git_state, stoppable_pool, stops_in_one_line
 
 #: The token blueprints the plans plant: the causal-token menu.
 BLUEPRINTS = ("attention_block", "mlp", "transformer_block", "low_rank")

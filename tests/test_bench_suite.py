@@ -104,8 +104,7 @@ def test_an_earlier_out_is_refused_and_resume_plays_nothing_again(run, capsys):
 
 
 def test_a_stopped_invocation_is_recorded_as_a_part(tmp_path, monkeypatch, capsys):
-    bench = _bench()
-    import bench_suite
+    bench = bench_suite = _bench()
 
     def stop(*a, **k):
         raise KeyboardInterrupt
@@ -143,8 +142,7 @@ def test_one_pool_of_two_workers_plays_the_same_episodes(run, tmp_path):
 def test_a_job_is_kept_once_and_its_failure_raises_where_it_is_awaited():
     from concurrent.futures import ThreadPoolExecutor
 
-    _bench()
-    import bench_suite
+    bench_suite = _bench()
     calls = []
     with ThreadPoolExecutor(1) as pool:
         ensure = bench_suite._when_done(pool.submit(lambda: 3), calls.append)
@@ -191,8 +189,7 @@ def test_the_peer_trains_on_the_train_suite_and_plays_each_problem_greedily(monk
     import types
     import numpy as np
     from esper.simic.envs.gym_env import GrowthEnv
-    _bench()
-    import bench_suite  # before the stand-ins: it asks whether the real sb3-contrib is installed
+    bench_suite = _bench()  # before the stand-ins: it asks whether the real sb3-contrib is installed
     sizes = GrowthEnv(suite="tiny").action_space.nvec
     _FakeMaskablePPO.split = staticmethod(lambda m: np.split(m, np.cumsum(sizes)[:-1]))
     monkeypatch.setitem(sys.modules, "sb3_contrib", types.SimpleNamespace(MaskablePPO=_FakeMaskablePPO))
@@ -231,8 +228,7 @@ def test_suites_whose_hosts_have_other_slots(capsys, monkeypatch):
 
 def test_the_peers_cache_key_holds_every_setting_its_training_read():
     "Issue 76: at 4a970d9 a second run with other reward weights reported the first run's cached peer rows."
-    bl = _bench()
-    import bench_suite as bench
+    bl = bench = _bench()
 
     args = bl.resolve_args(bl.build_parser(), [*FLAGS, "--out", "unused"])
     setup = bl.make_setup(args)
@@ -247,8 +243,7 @@ def test_the_peers_cache_key_holds_every_setting_its_training_read():
 
 def test_a_killed_invocation_is_accounted_for_up_to_its_heartbeat(tmp_path, monkeypatch, capsys):
     "At 4a970d9 a run killed by SIGKILL was missing from parts.jsonl, so the seconds in all came out low."
-    bench = _bench()
-    import bench_suite
+    bench = bench_suite = _bench()
 
     out, seen = tmp_path / "out", []
 

@@ -4,13 +4,15 @@
 
 # %% auto #0
 __all__ = ['PARTS_FILE', 'HEARTBEAT_SECONDS', 'init_worker', 'signals_held', 'stoppable_pool', 'stops_in_one_line', 'parts_text',
-           'part_of', 'earlier_parts', 'heartbeat', 'run_as_part']
+           'part_of', 'earlier_parts', 'heartbeat', 'run_as_part', 'cpu_model', 'git_state']
 
 # %% ../../nbs/cli/06_runs.ipynb #0bbaf972
 import contextlib
 import json
 import multiprocessing
+import platform
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -195,3 +197,28 @@ def run_as_part(
         except OSError:
             pass  # the stop's own line, or the failure, says what matters
         raise
+
+# %% ../../nbs/cli/06_runs.ipynb #c7fb44b0
+def cpu_model() -> str | None:
+    "The CPU's model name (Linux; else the platform's processor, or None)."
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return platform.processor() or None
+    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), None)
+
+
+def git_state(
+    repo: Path,  # a folder inside the checkout
+) -> dict[str, Any]:
+    "The checkout's short commit and whether its tree has uncommitted changes (None where git is unavailable)."
+
+    def git(*cmd: str) -> str | None:
+        try:
+            p = subprocess.run(["git", *cmd], cwd=repo, capture_output=True, text=True, check=False)
+        except FileNotFoundError:
+            return None
+        return p.stdout.strip() if p.returncode == 0 else None
+
+    commit, status = git("rev-parse", "--short", "HEAD"), git("status", "--porcelain")
+    return {"git_commit": commit, "git_dirty": None if status is None else bool(status)}
