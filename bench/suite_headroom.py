@@ -19,7 +19,7 @@ from esper.cli import (OneLineParser, add_overwrite_argument, check_data_dir, ea
                        DistinctSeeds, seed_int)
 from esper.leyline.files import OutputError, check_output_dir, check_output_file, figure_bytes, json_text, \
     relative_paths, write_files_atomic
-from esper.tamiyo.plan_search import TEST_SEEDS, TUNE_SEEDS, PlayCache, search
+from esper.tamiyo.plan_search import REACTIVE_GRID, TEST_SEEDS, TUNE_SEEDS, PlayCache, search
 from esper.tamiyo.problems import SUITES, get_suite
 from esper.tasks.registry import TaskDataError
 from esper.cli.runs import stops_in_one_line
@@ -54,22 +54,26 @@ def markdown(r: dict) -> str:
     "The per-problem table and the summary lines."
     if "metric" in r:
         return markdown_in_metric(r)
+    rivals = [k for k in ("best single rule", "greedy", "heuristic", "tuned reactive rule") if k in r["rival_means"]]
     lines = [
         f"Suite `{r['suite']}` v{r['version']}: test accuracy % (task test splits), mean over test seeds "
         f"{', '.join(map(str, r['test_seeds']))}; plans chosen on tune seeds {', '.join(map(str, r['tune_seeds']))}.",
         "",
-        "| problem | oracle plan | oracle | best single rule | greedy | heuristic | margin |",
-        "|---|---|---|---|---|---|---|",
+        "| problem | oracle plan | oracle | " + " | ".join(rivals) + " | margin |",
+        "|---|---|---|" + "---|" * len(rivals) + "---|",
     ]
     for p in r["problems"]:
         lines.append(f"| {p['problem']} | `{p['oracle_plan'].removeprefix('plan:')}` | {p['oracle']:.1f} | "
-                     f"{p['best single rule']:.1f} | {p['greedy']:.1f} | {p['heuristic']:.1f} | {p['margin']:+.1f} |")
+                     + "".join(f"{p[k]:.1f} | " for k in rivals) + f"{p['margin']:+.1f} |")
     means = r["rival_means"]
+    tuned = (f" Tuned reactive rule: `{r['reactive_rule']}` (chosen on the tune seeds among "
+             f"{len(REACTIVE_GRID)} settings)." if "reactive_rule" in r else "")
     lines += [
-        f"| **mean** | | **{r['oracle_mean']:.1f}** | {means['best single rule']:.1f} | {means['greedy']:.1f} | "
-        f"{means['heuristic']:.1f} | **{r['margin']:+.1f}** |",
+        f"| **mean** | | **{r['oracle_mean']:.1f}** | " + "".join(f"{means[k]:.1f} | " for k in rivals)
+        + f"**{r['margin']:+.1f}** |",
         "",
-        f"Best single rule: `{r['best_single_rule'].removeprefix('plan:')}`. The oracle's margin over the best rival "
+        f"Best single rule: `{r['best_single_rule'].removeprefix('plan:')}`.{tuned} The oracle's margin over the best "
+        f"rival "
         f"({r['best_rival']}): {r['margin']:+.2f} ± {r['margin_ci95']:.2f} points (paired 95% CI over problems x "
         f"seeds); at least 2 points on {r['problems_with_margin_2']} of {len(r['problems'])} problems.",
     ]
@@ -116,6 +120,9 @@ def main(argv: list[str] | None = None) -> None:
                     help=f"seeds that report (default: {' '.join(map(str, TEST_SEEDS))})")
     ap.add_argument("--epochs", type=positive_int, nargs="+", default=[1],
                     help="planting epochs each germination of the plan search tries (default: 1)")
+    ap.add_argument("--reactive", action="store_true",
+                    help=f"also tune the reactive rule on the tune seeds ({len(REACTIVE_GRID)} settings of "
+                         "reactive:<k>/<x>) and report the best beside the other rivals")
     ap.add_argument("--cache", default="runs/plays.jsonl",
                     help="episodes already played, shared by every suite (default: runs/plays.jsonl)")
     ap.add_argument("--out", required=True, help=f"folder for {', '.join(FILES)}")
@@ -149,7 +156,7 @@ def main(argv: list[str] | None = None) -> None:
     with stops_in_one_line("suite_headroom.py", f"the episodes played so far are kept in {a.cache}"):
         try:
             r = search(suite, cache, a.workers, tuple(a.epochs), tuple(a.tune_seeds), tuple(a.test_seeds),
-                       on_row=on_row)
+                       on_row=on_row, reactive=REACTIVE_GRID if a.reactive else ())
         except TaskDataError as e:  # data that cannot be read or fetched: one line, the episodes played are kept
             ap.exit(1, f"suite_headroom.py: error: {e}; the episodes played so far are kept in {a.cache}\n")
     r["seconds"] = round(time.perf_counter() - t0, 1)

@@ -34,6 +34,20 @@ def test_the_tiny_suite_end_to_end(tmp_path, capsys):
     h.main(args + ["--overwrite"])
     again = json.loads((tmp_path / "out" / "headroom.json").read_text())
     assert again["episodes_played"] == 0 and again["margin"] == report["margin"]
+    assert "reactive_rule" not in report and "tuned reactive rule" not in first
+
+
+def test_the_tuned_reactive_rule_joins_the_rivals(tmp_path, capsys):
+    "Issue 75: rules that read the run (`reactive:<k>/<x>`), one setting tuned on the tune seeds, are a rival."
+    h = _headroom()
+    h.main(["--suite", "tiny", "--tune-seeds", "1000", "--test-seeds", "2000", "2001", "--reactive", "--cache",
+            str(tmp_path / "plays.jsonl"), "--out", str(tmp_path / "out")])
+    table = capsys.readouterr().out
+    report = json.loads((tmp_path / "out" / "headroom.json").read_text())
+    assert report["reactive_rule"] in h.REACTIVE_GRID and "tuned reactive rule" in report["rival_means"]
+    head = next(line for line in table.splitlines() if line.startswith("| problem |"))
+    assert head == "| problem | oracle plan | oracle | best single rule | greedy | heuristic | tuned reactive rule | margin |"
+    assert f"Tuned reactive rule: `{report['reactive_rule']}`" in table
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['DEFAULT_FIXED_RULE', 'ControllerFactory', 'CONTROLLER_REGISTRY', 'ControllerOptions', 'register_controller',
-           'controller_names', 'is_controller', 'make_controller']
+           'controller_names', 'is_controller', 'make_controller', 'reactive_config']
 
 # %% ../../nbs/tamiyo/03a_controllers.ipynb #0495fc25
 from collections.abc import Callable
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .baselines import RandomTamiyo, ScheduleTamiyo, StaticTamiyo
-from .heuristic import HeuristicTamiyo
+from .heuristic import HeuristicConfig, HeuristicTamiyo
 from .plans import GreedyTamiyo, PlanTamiyo
 
 # %% ../../nbs/tamiyo/03a_controllers.ipynb #c96f92c9
@@ -99,3 +99,20 @@ register_controller(
     "fixed", lambda seed, options, arg: ScheduleTamiyo(tuple(options.fixed_rule), concurrent=options.fixed_concurrent)
 )
 register_controller("plan:<plan>", lambda seed, options, arg: PlanTamiyo(arg))
+
+# %% ../../nbs/tamiyo/03a_controllers.ipynb #307b37f7
+def reactive_config(
+    arg: str,  # "<k>/<x>": epochs of plateau before planting, and the contribution in points below which to prune
+) -> HeuristicConfig:
+    "The heuristic settings `reactive:<k>/<x>` names; a `ValueError` naming the form otherwise."
+    k, slash, x = arg.partition("/")
+    try:
+        plateau, prune = int(k), float(x)
+    except ValueError:
+        plateau = prune = None
+    if not slash or plateau is None or plateau < 0 or prune != prune:
+        raise ValueError(f"reactive:{arg}: give reactive:<k>/<x>, k an integer >= 0 and x a number (reactive:2/-0.5)")
+    return HeuristicConfig(plateau_epochs=plateau, prune_below=prune)
+
+
+register_controller("reactive:<k>/<x>", lambda seed, options, arg: HeuristicTamiyo(reactive_config(arg)))
