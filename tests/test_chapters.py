@@ -6,12 +6,13 @@ meets a second definition before seeing what the first one does. Cells that defi
 together count once, as one cell.
 """
 import ast
+import itertools
 import json
 import re
 from pathlib import Path
 
 NBS = Path(__file__).resolve().parents[1] / "nbs"
-EXPORT = re.compile(r"^#\|\s*exporti?\s*$", re.M)
+EXPORT = re.compile(r"^#\|\s*exporti?\s*$", re.MULTILINE)
 #: Notebooks still allowed this many stacked definitions (a ratchet): a notebook over its allowance fails, and one
 #: under it fails too until its entry is lowered (or dropped at 0). Notebooks not listed must have none.
 ALLOWED: dict[str, int] = {
@@ -83,7 +84,7 @@ def is_definition(cell: dict) -> bool:
 def stacked(cells: list[dict]) -> list[int]:
     "Indices (in `cells`) of definition cells whose next code cell is another definition cell."
     code = [(i, c) for i, c in enumerate(cells) if c["cell_type"] == "code"]
-    return [i for (i, a), (_, b) in zip(code, code[1:]) if is_definition(a) and is_definition(b)]
+    return [i for (i, a), (_, b) in itertools.pairwise(code) if is_definition(a) and is_definition(b)]
 
 
 def _cell(kind: str, src: str) -> dict:
