@@ -71,7 +71,7 @@ def load_training_checkpoint(
     restore_agent(agent, ck, path)
     return ck["trainer"]
 
-
+# %% ../../../nbs/simic/trainers/27_checkpoint.ipynb #d98b542f
 #: Settings added to the trainer config after checkpoints were first written, with the value every run
 #: saved before them used: a checkpoint that lacks one ran with that value.
 ADDED_SETTINGS: dict[str, Any] = {
@@ -106,7 +106,7 @@ def suite_difference(
             return f"suite {old}: problem {name!r} differs ({'; '.join(diff)})"
     return f"suite {old}: the problems differ"
 
-
+# %% ../../../nbs/simic/trainers/27_checkpoint.ipynb #5f847c0c
 def check_resume_config(
     saved: dict[str, Any],  # the checkpoint's trainer config
     current: dict[str, Any],  # this run's
