@@ -320,7 +320,7 @@ def plot_lifecycle_timeline(
     rows = sorted(spans, key=_row_key)
     idx = {r: i for i, r in enumerate(rows)}
     if ax is None:
-        _, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.6))
+        _, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.6))
     for r in rows:
         for start, stop, stage in spans[r]:
             ax.barh(
@@ -350,7 +350,7 @@ def plot_lifecycle_timeline(
         for n, (m, c) in by_kind.items()
         if any(k == n for _, _, k in markers)
     ]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=9, frameon=False)
     if title:
         ax.set_title(title)
     ax.figure.tight_layout()
