@@ -35,6 +35,7 @@ from ..nissa.reading import TELEMETRY_ENTRIES, clear_telemetry, plot_lifecycle_t
 from ..tamiyo.episode import EpisodeConfig, run_episode
 from ..tamiyo.heuristic import HeuristicTamiyo
 from ..tamiyo.problems import GrowthProblem, Suite, get_suite
+from ..tolaria.trainer import OPTIMIZERS
 
 # %% ../../nbs/cli/02_heuristic.ipynb #bf671570
 class _Recorder:
@@ -191,8 +192,9 @@ class HeuristicRun:
     slots: list[str] | None = None  # slots to enable (default: one per host block)
     seed: int = 0  # seed of episode 0 (episode i uses seed + i)
     host: str | None = None  # host preset (default: the task's)
-    host_lr: float = 0.01  # host SGD learning rate
-    seed_lr: float = 0.05  # seed SGD learning rate
+    host_lr: float = 0.01  # host learning rate
+    seed_lr: float = 0.05  # seed learning rate
+    optimizer: str = "sgd"  # "sgd", or "adamw" for hosts such as transformers that SGD trains poorly
     blend_epochs: int = 5  # epochs of the alpha ramp
     device: str = "auto"  # "auto", "cpu", "cuda", ...
     data_dir: str | None = None  # dataset cache folder
@@ -216,7 +218,9 @@ def run_heuristic(
     the_suite, problems = heuristic_problems(job.suite, task, job.host, job.slots, max_epochs)
     if out is not None:
         check_output_dir(out, "out")  # before the first episode, not after the last
-    base = EpisodeConfig(host_lr=job.host_lr, seed_lr=job.seed_lr, blend_epochs=job.blend_epochs)
+    base = EpisodeConfig(
+        host_lr=job.host_lr, seed_lr=job.seed_lr, optimizer=job.optimizer, blend_epochs=job.blend_epochs
+    )
     seeds = list(range(seed, seed + episodes))
     hub = make_hub(telemetry_dir, telemetry_level, console=False) if telemetry_dir is not None else TelemetryHub("off")
     rec = _Recorder(hub)
@@ -289,8 +293,15 @@ def add_parser(subparsers) -> None:
         help=f"seed of the first episode, in [0, {SEED_MAX}]; episode i uses seed + i (default: 0)",
     )
     p.add_argument("--out", default="runs/heuristic", help="output folder (default: runs/heuristic)")
-    p.add_argument("--host-lr", type=positive_float, default=0.01, help="host SGD learning rate (default: 0.01)")
-    p.add_argument("--seed-lr", type=positive_float, default=0.05, help="seed SGD learning rate (default: 0.05)")
+    p.add_argument("--host-lr", type=positive_float, default=0.01, help="host learning rate (default: 0.01)")
+    p.add_argument("--seed-lr", type=positive_float, default=0.05, help="seed learning rate (default: 0.05)")
+    p.add_argument(
+        "--optimizer",
+        choices=OPTIMIZERS,
+        default="sgd",
+        help="how hosts and seeds train: sgd, or adamw for transformers, which SGD trains poorly (give it "
+        "rates such as --host-lr 3e-3 --seed-lr 3e-3; a suite's problems may set their own; default: sgd)",
+    )
     p.add_argument("--blend-epochs", type=positive_int, default=5, help="epochs of the alpha ramp (default: 5)")
     p.add_argument("--no-progress", action="store_true", help="no per-episode lines")
     add_telemetry_arguments(p)
@@ -304,7 +315,18 @@ def heuristic_run(
     args,  # the parsed flags of `esper-train heuristic`
 ) -> HeuristicRun:
     "What the flags ask to play."
-    keep = ("task", "episodes", "max_epochs", "slots", "seed", "host", "host_lr", "seed_lr", "blend_epochs")
+    keep = (
+        "task",
+        "episodes",
+        "max_epochs",
+        "slots",
+        "seed",
+        "host",
+        "host_lr",
+        "seed_lr",
+        "optimizer",
+        "blend_epochs",
+    )
     return HeuristicRun(**{k: getattr(args, k) for k in keep + ("device", "data_dir", "download", "suite")})
 
 
