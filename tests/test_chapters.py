@@ -24,7 +24,6 @@ ALLOWED: dict[str, int] = {
     "leyline/06_metrics.ipynb": 1,
     "nissa/01_hub.ipynb": 1,
     "nissa/02_backends.ipynb": 1,
-    "simic/agent/08_ppo.ipynb": 2,
     "simic/agent/08b_ppo_update.ipynb": 5,
     "simic/envs/21_env.ipynb": 4,
     "simic/envs/22_parallel_env_state.ipynb": 4,
