@@ -25,7 +25,6 @@ ALLOWED: dict[str, int] = {
     "nissa/01_hub.ipynb": 1,
     "nissa/02_backends.ipynb": 1,
     "simic/agent/08b_ppo_update.ipynb": 5,
-    "simic/envs/22_parallel_env_state.ipynb": 4,
     "simic/envs/29_workers.ipynb": 8,
     "simic/envs/31_population.ipynb": 6,
     "simic/trainers/23_emitters.ipynb": 2,
