@@ -24,7 +24,6 @@ ALLOWED: dict[str, int] = {
     "leyline/06_metrics.ipynb": 1,
     "nissa/01_hub.ipynb": 1,
     "nissa/02_backends.ipynb": 1,
-    "simic/agent/08b_ppo_update.ipynb": 5,
     "simic/envs/29_workers.ipynb": 8,
     "simic/envs/31_population.ipynb": 6,
     "simic/trainers/23_emitters.ipynb": 2,
