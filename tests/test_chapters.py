@@ -25,7 +25,6 @@ ALLOWED: dict[str, int] = {
     "nissa/01_hub.ipynb": 1,
     "nissa/02_backends.ipynb": 1,
     "simic/envs/29_workers.ipynb": 8,
-    "simic/envs/31_population.ipynb": 6,
     "simic/trainers/23_emitters.ipynb": 2,
     "simic/trainers/24_schedules.ipynb": 1,
     "simic/trainers/24a_run_settings.ipynb": 4,
