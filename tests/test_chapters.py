@@ -24,7 +24,6 @@ ALLOWED: dict[str, int] = {
     "leyline/06_metrics.ipynb": 1,
     "nissa/01_hub.ipynb": 1,
     "nissa/02_backends.ipynb": 1,
-    "simic/envs/29_workers.ipynb": 8,
     "simic/trainers/23_emitters.ipynb": 2,
     "simic/trainers/24_schedules.ipynb": 1,
     "simic/trainers/24a_run_settings.ipynb": 4,
