@@ -77,7 +77,6 @@ PENDING: dict[str, set[str]] = {
     "simic/trainers/25_vectorized.html": {"small figure text"},
     "tamiyo/01_heuristic.html": {"small figure text"},
     "tutorials/00_grow_a_host.html": {"small figure text", "wide table"},
-    "tutorials/03_does_tamiyo_adapt.html": {"small figure text"},
 }
 
 PROBE = r"""(() => {
