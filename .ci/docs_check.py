@@ -74,14 +74,9 @@ HONEST_SPLITS = "51274e9"
 # and a listed page that no longer has them fails until it leaves the list. Each needs its figure drawn again (at
 # column width, text of 9 pt or more) or its table split.
 PENDING: dict[str, set[str]] = {
-    "results.html": {"small figure text"},
-    "simic/envs/20_rewards.html": {"small figure text"},
-    "simic/envs/29_workers.html": {"small figure text"},
-    "simic/envs/31_population.html": {"small figure text"},
     "simic/trainers/25_vectorized.html": {"small figure text"},
     "tamiyo/01_heuristic.html": {"small figure text"},
-    "tutorials/00_grow_a_host.html": {"small figure text", "wide table"},
-    "tutorials/03_does_tamiyo_adapt.html": {"small figure text"},
+    "tutorials/00_grow_a_host.html": {"small figure text"},
 }
 
 PROBE = r"""(() => {

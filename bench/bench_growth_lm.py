@@ -205,7 +205,8 @@ def curves_figure(rows: list[dict], summary: dict[str, Any], seed: int):
     eps = {(r["rival"], r["seed"]): r for r in rows if r["kind"] == "episode"}
     twins = {(r["grown"], r["seed"]): r for r in rows if r["kind"] == "twin"}
     labels = [k for k in summary if k != "static"]
-    fig, axes = plt.subplots(2, (len(labels) + 1) // 2, figsize=(13, 6), sharex=True, sharey=True)
+    nrows = (len(labels) + 1) // 2  # two panels a row: the figure fits the docs' column (7.5 in) at 9 pt or more
+    fig, axes = plt.subplots(nrows, 2, figsize=(7.5, 2.6 * nrows + 1.2), sharex=True, sharey=True, squeeze=False)
     static = eps[("static", seed)]["curve"]
     for ax, label in zip(axes.flat, labels):
         p = next(p for p in summary[label]["per_seed"] if p["seed"] == seed)
@@ -213,14 +214,17 @@ def curves_figure(rows: list[dict], summary: dict[str, Any], seed: int):
         ax.plot(*zip(*static), color="gray", lw=1, label="static host")
         ax.plot(*zip(*t["curve"]), color="C1", ls=":", label="its twin, from scratch")
         ax.plot(*zip(*e["curve"]), color="C0", label="grown")
-        ax.set_title(f"{label}\n{topology(p['grown']) or 'nothing grown'}", fontsize=8)
+        grown = (topology(p["grown"]) or "nothing grown").replace("+", "\n+")  # one blueprint a line
+        ax.set_title(f"{label}\n{grown}", fontsize=9)
+        ax.tick_params(labelsize=9)
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(labels):]:
         ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
-    fig.supxlabel("training compute (epochs of the bare host)")
-    fig.supylabel("validation bits per character")
-    fig.suptitle(f"Held-out problem, seed {seed}: each rival (blue), its from-scratch twin (dotted), the static host")
+    axes.flat[0].legend(fontsize=9)
+    fig.supxlabel("training compute (epochs of the bare host)", fontsize=10)
+    fig.supylabel("validation bits per character", fontsize=10)
+    fig.suptitle(f"Held-out problem, seed {seed}: each rival (blue),\nits from-scratch twin (dotted), the static host",
+                 fontsize=10)
     fig.tight_layout()
     return fig
 

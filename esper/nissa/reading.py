@@ -320,7 +320,7 @@ def plot_lifecycle_timeline(
     rows = sorted(spans, key=_row_key)
     idx = {r: i for i, r in enumerate(rows)}
     if ax is None:
-        _, ax = plt.subplots(figsize=(7.5, 0.45 * len(rows) + 1.6))
+        _, ax = plt.subplots(figsize=(6.2, 0.45 * len(rows) + 1.6))  # 7.5 in with the legend: the docs column
     for r in rows:
         for start, stop, stage in spans[r]:
             ax.barh(
