@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..leyline.files import write_json_atomic
 from .controllers import register_controller
 from .episode import Episode
 from .features import DATA_FEATURE_NAMES, RUN_FEATURE_NAMES, obs_to_data_features, obs_to_run_features
@@ -198,8 +199,8 @@ def save(
     self: Selector,
     path: str | Path,  # a JSON file
 ) -> None:
-    "Write the fitted selector to a JSON file: what the `selector:<file>` controller loads."
-    Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+    "Write the fitted selector to a JSON file, atomically: what the `selector:<file>` controller loads."
+    write_json_atomic(path, self.to_dict(), indent=1)
 
 
 @patch(cls_method=True)
@@ -207,8 +208,13 @@ def load(
     cls: Selector,
     path: str | Path,  # a JSON file written by `Selector.save`
 ) -> Selector:
-    "A fitted selector from its file; a `ValueError` if it was fitted on other features."
-    d = json.loads(Path(path).read_text())
+    "A fitted selector from its file; a one-line `ValueError` if it is unreadable or was fitted on other features."
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{path}: not a saved selector ({type(e).__name__}: {' '.join(str(e).split())})") from None
+    if not isinstance(d, dict) or any(k not in d for k in _SAVED):
+        raise ValueError(f"{path}: not a saved selector (it lacks one of {', '.join(_SAVED)})")
     if d.get("feature_names") != list(FEATURE_NAMES):
         raise ValueError(f"{path}: a selector fitted on other features ({d.get('feature_names')}); fit it again")
     sel = cls(d["variant"])

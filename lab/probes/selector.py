@@ -13,13 +13,12 @@ import contextlib
 import copy
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
-from esper.cli.runs import stoppable_pool, stops_in_one_line
+from esper.cli.runs import git_state, stoppable_pool, stops_in_one_line
 from esper.leyline.files import OutputError, check_output_dir, check_output_file, json_text, relative_paths, \
     write_files_atomic
 from esper.leyline.stats import mean_ci95
@@ -69,16 +68,6 @@ def replay_check(bench: dict, rows: list[dict]) -> dict:
     return {"shared": len(gaps), "identical": sum(g == 0 for g in gaps), "max_gap": max(gaps, default=0.0)}
 
 
-def git_commit() -> str:
-    "The commit the probe ran at (with -dirty when the tree had changes), or 'unknown'."
-    try:
-        run = lambda *a: subprocess.run(["git", *a], capture_output=True, text=True, check=True).stdout.strip()
-        return run("rev-parse", "--short", "HEAD") + ("-dirty" if run("status", "--porcelain", "--untracked-files=no")
-                                                       else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def markdown(r: dict) -> str:
     "The per-problem table and the paired comparisons."
     c = r["config"]
@@ -113,7 +102,9 @@ def markdown(r: dict) -> str:
     lines += ["", f"The benchmark's best rule on this suite: {r['bench_rule']}. Features (standardized over the train "
               f"problems; those equal on all of them are not read): {', '.join(r['features_read'])}. "
               f"Replays of episodes the benchmark also played: {rc['identical']} of {rc['shared']} identical "
-              f"(largest gap {rc['max_gap']:.2f} points).", "", f"Command: `{r['command']}` at {c['git_commit']}."]
+              f"(largest gap {rc['max_gap']:.2f} points).", "",
+              f"Command: `{r['command']}` at {c['git_commit']}"
+              + (" (with uncommitted changes)." if c.get("git_dirty") else ".")]
     return "\n".join(lines) + "\n"
 
 
@@ -190,7 +181,7 @@ def main(argv: list[str] | None = None) -> None:
         "command": " ".join(["python lab/probes/selector.py", *(argv if argv is not None else sys.argv[1:])]),
         "config": {"train_suite": train.name, "train_version": train.version, "suite": suite.name,
                    "suite_version": suite.version, "bench": a.bench, "tune_seeds": a.tune_seeds, "test_seeds": test,
-                   "feature_seed": a.tune_seeds[0], "pairs": len(suite.names) * len(test), "git_commit": git_commit()},
+                   "feature_seed": a.tune_seeds[0], "pairs": len(suite.names) * len(test), **git_state(Path.cwd())},
         "cost": {"plan_search_episodes": len(tuning), "feature_epochs": len(train.problems),
                  "ppo_training_episodes": bench.get("config", {}).get("episodes")},
         "features_read": [n for n, s in zip(FEATURE_NAMES, cut.scale) if s > 1e-12],
