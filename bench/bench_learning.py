@@ -56,7 +56,7 @@ from esper.leyline.stats import mean_ci95
 from esper.simic.agent.checkpoint import read_checkpoint
 from esper.simic.agent.config import TrainingConfig
 from esper.simic.envs.env import PPOController, load_ppo_controller
-from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem, problem_slots
+from esper.simic.envs.parallel_env_state import EpisodeSpec, problem_slots
 from esper.simic.envs.rewards import RewardConfig
 from esper.simic.trainers.run_settings import RunSettings
 from esper.simic.trainers.schedules import episode_seed
@@ -67,7 +67,7 @@ from esper.tamiyo.controllers import make_controller
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tamiyo.features import FEATURE_SETS, policy_layout, union_layout
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
-from esper.tamiyo.problems import SUITES, get_suite
+from esper.tamiyo.problems import SUITES, get_suite, split_config
 from esper.tamiyo.suite_report import COLLAPSED_ENTROPY, MIN_EXPLAINED_VARIANCE
 from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED, get_task
 from esper.tolaria import LR_SCHEDULES
@@ -494,7 +494,8 @@ def run_settings(train_seed: int, setup: dict[str, Any], checkpoint: Path, resum
         from esper.tamiyo.problems import get_suite
         spec = EpisodeSpec(get_suite(setup["train_suite"]), reward_config(setup))
     else:
-        spec = EpisodeSpec(TaskProblem(TASK, episode_config(setup)), reward_config(setup))
+        problem, base = split_config(episode_config(setup), TASK)
+        spec = EpisodeSpec(problem, reward_config(setup), base=base)
     return RunSettings(
         spec,
         TrainingConfig(**ppo),

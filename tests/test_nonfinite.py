@@ -12,11 +12,12 @@ from esper.nissa import TelemetryHub
 from esper.simic.envs import env as E, parallel_env_state as P
 from esper.simic.trainers.emitters import emit_anomalies, emit_ppo_update
 from esper.simic.envs.env import act, action_dim, state_dim
-from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem, make_env_states, task_with_shuffle
+from esper.simic.envs.parallel_env_state import EpisodeSpec, make_env_states, task_with_shuffle
 from esper.simic.agent.ppo import PPOAgent
 from esper.simic.envs.lockstep import PPORollout
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
+from esper.tamiyo.problems import GrowthProblem
 from esper.tamiyo.signals import TamiyoAction
 
 TINY = EpisodeConfig(max_epochs=3, max_batches=2)
@@ -24,7 +25,7 @@ PPO = {"n_epochs": 2, "batch_size": 8}
 
 
 def _env_after_two_epochs(env_id=3, seed=9):
-    env = make_env_states(EpisodeSpec(TaskProblem(episode=TINY, task_factory=partial(task_with_shuffle, "mnist1d"))), [seed],
+    env = make_env_states(EpisodeSpec(GrowthProblem("mnist1d", max_epochs=3, max_batches=2, task_factory=partial(task_with_shuffle, "mnist1d"))), [seed],
                           env_ids=[env_id])[0]
     with env.rng():
         env.obs = env.episode.reset(env.seed)

@@ -14,12 +14,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem
+from esper.simic.envs.parallel_env_state import EpisodeSpec
 from esper.simic.envs.rewards import RewardConfig
 from esper.simic.trainers.run_settings import RunSettings
 from esper.simic.trainers.checkpoint import check_resume_config
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo.episode import EpisodeConfig
+from esper.tamiyo.problems import GrowthProblem
 from test_action_space_identity import cpu_vendor
 
 #: (weights, history) fingerprints of the run below: recorded at f8c1901, re-recorded after the honest splits (on AMD
@@ -63,7 +64,7 @@ def fingerprint(agent, history) -> tuple[str, str]:
 def settings(**kw) -> RunSettings:
     "The run of `OLD_KEYWORDS` built as one object, the way the CLI and the benchmark build it."
     spec = EpisodeSpec(
-        TaskProblem("mnist1d", EpisodeConfig(max_epochs=3, max_batches=2)),
+        GrowthProblem("mnist1d", max_epochs=3, max_batches=2),
         RewardConfig(rent_weight=0.1, failed_action_penalty=0.05, rollback_penalty=0.2),
     )
     base = RunSettings.from_options(ppo_kwargs=dict(n_epochs=2, batch_size=4)).agent

@@ -1,6 +1,5 @@
 """End-to-end tests of the Simic trainers: vectorized PPO, single-env PPO, heuristic, resume (issue 6)."""
 import json
-from dataclasses import replace
 import math
 
 import pytest
@@ -12,11 +11,12 @@ from esper.simic import PPOAgent, RunningMeanStd
 from esper.simic.envs import lockstep as L
 from esper.simic.trainers import vectorized as V, training as T
 from esper.simic.envs.env import obs_to_state, state_dim, action_dim
-from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem, make_env_states
+from esper.simic.envs.parallel_env_state import EpisodeSpec, make_env_states
 from esper.simic.envs.lockstep import PPORollout, run_lockstep
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.simic.trainers.training import train_ppo, train_heuristic
 from esper.tamiyo.episode import EpisodeConfig
+from esper.tamiyo.problems import GrowthProblem
 from esper.tolaria import GovernorVerdict
 from esper.tasks import get_task
 
@@ -81,7 +81,7 @@ def _rollout_run(factored=False, n=2, max_epochs=4, spy=None, cfg=FAST):
     nsl = 2
     agent = PPOAgent(state_dim(nsl), action_dim(nsl, factored), n_epochs=1)
     agent.obs_normalizer = RunningMeanStd((agent.state_dim,), device=agent.device)
-    envs = make_env_states(EpisodeSpec(TaskProblem("mnist1d", EpisodeConfig(max_epochs=max_epochs, max_batches=3))), list(range(n)))
+    envs = make_env_states(EpisodeSpec(GrowthProblem("mnist1d", max_epochs=max_epochs, max_batches=3)), list(range(n)))
     ro = (spy or PPORollout)(agent)
     run_lockstep(envs, ro.decide, ro.record)
     return agent, envs, ro
@@ -174,7 +174,7 @@ def test_trainers_share_the_runner(monkeypatch):
     assert n["calls"] == 1
     train_ppo(n_episodes=2, update_every=2, max_epochs=2, episode_config=FAST, ppo_kwargs=PPO)
     assert n["calls"] == 3                                        # one per episode, run one after another
-    train_heuristic(EpisodeSpec(TaskProblem("mnist1d", replace(FAST, max_epochs=2))), n_episodes=2)
+    train_heuristic(EpisodeSpec(GrowthProblem("mnist1d", max_epochs=2, max_batches=3)), n_episodes=2)
     assert n["calls"] == 5
 
 

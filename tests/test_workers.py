@@ -9,17 +9,18 @@ import pytest
 import torch
 
 from esper.simic.envs.env import action_dim, state_dim
-from esper.simic.envs.parallel_env_state import EpisodeSpec, TaskProblem, task_with_shuffle
+from esper.simic.envs.parallel_env_state import EpisodeSpec, task_with_shuffle
 from esper.simic.agent.ppo import PPOAgent
 from esper.simic.trainers.checkpoint import load_training_checkpoint
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.simic.envs.workers import ProcessEnvPool, WorkerError
 from esper.tamiyo.episode import EpisodeConfig
+from esper.tamiyo.problems import GrowthProblem
 from esper.tamiyo.signals import TamiyoAction
 
 TINY = EpisodeConfig(max_epochs=3, max_batches=2)
 FACTORY = partial(task_with_shuffle, "mnist1d")
-_spec = lambda factory: EpisodeSpec(TaskProblem(episode=TINY, task_factory=factory))
+_spec = lambda factory: EpisodeSpec(GrowthProblem("mnist1d", max_epochs=3, max_batches=2, task_factory=factory))
 
 
 def _task_failing_on(bad_seed: int, seed: int):

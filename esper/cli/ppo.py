@@ -177,9 +177,9 @@ def _run_settings(
     rewards: dict[str, float],  # the reward weights given
 ):
     "The run the flags describe, as one `RunSettings`."
-    from esper.simic import EpisodeSpec, RewardConfig, RewardNormalizer, RunSettings, TaskProblem, TrainingConfig
+    from esper.simic import EpisodeSpec, RewardConfig, RewardNormalizer, RunSettings, TrainingConfig
     from esper.tamiyo.episode import EpisodeConfig
-    from esper.tamiyo.problems import get_suite
+    from esper.tamiyo.problems import GrowthProblem, get_suite
 
     config = TrainingConfig(
         lr=args.lr,
@@ -203,14 +203,9 @@ def _run_settings(
         print(f"Suite {suite.name} v{suite.version}: {', '.join(suite.names)}, one per task seed", flush=True)
         spec = EpisodeSpec(suite, RewardConfig(**rewards), devices, EpisodeConfig(lr_schedule=args.lr_schedule))
     else:  # the one problem the loose flags describe
-        episodes = EpisodeConfig(
-            max_epochs=args.max_epochs,
-            host=args.host,
-            max_batches=args.max_batches,
-            lr_schedule=args.lr_schedule,
-            param_budget=args.param_budget,
-        )
-        spec = EpisodeSpec(TaskProblem(args.task, episodes), RewardConfig(**rewards), devices)
+        loose = dict(host=args.host, max_batches=args.max_batches, param_budget=args.param_budget)
+        problem = GrowthProblem(args.task, args.task, max_epochs=args.max_epochs, **loose)
+        spec = EpisodeSpec(problem, RewardConfig(**rewards), devices, EpisodeConfig(lr_schedule=args.lr_schedule))
     vec = args.vectorized
     return RunSettings(  # the whole run, once: the trainers read every setting from here
         spec,

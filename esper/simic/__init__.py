@@ -8,8 +8,8 @@ __all__ = ['EntropySchedule', 'linear_anneal', 'floor_scale', 'ActorCritic', 'Fa
            'HeadEntropies', 'ActionDict', 'RunningMeanStd', 'RewardNormalizer', 'AnomalyDetector', 'AnomalyReport',
            'TrainingConfig', 'PPOAgent', 'ppo_loss', 'update_recurrent', 'save_agent', 'load_agent', 'RewardConfig',
            'RewardTerms', 'compute_reward', 'PPOController', 'load_ppo_controller', 'ParallelEnvState', 'EpisodeSpec',
-           'TaskProblem', 'RunSettings', 'train_ppo_vectorized', 'PPO', 'TrainingInterrupted', 'train_ppo',
-           'train_heuristic', 'default_workers', 'WorkerError']
+           'RunSettings', 'train_ppo_vectorized', 'PPO', 'TrainingInterrupted', 'train_ppo', 'train_heuristic',
+           'default_workers', 'WorkerError']
 
 # %% ../../nbs/simic/12_simic.ipynb #5df945d1
 from .agent.annealing import EntropySchedule, linear_anneal, floor_scale
@@ -26,7 +26,7 @@ from .agent.recurrent import update_recurrent
 from .agent.checkpoint import save_agent, load_agent
 from .envs.rewards import RewardConfig, RewardTerms, compute_reward
 from .envs.env import PPOController, load_ppo_controller
-from .envs.parallel_env_state import ParallelEnvState, EpisodeSpec, TaskProblem
+from .envs.parallel_env_state import ParallelEnvState, EpisodeSpec
 from .trainers.run_settings import RunSettings, TrainingInterrupted
 from .trainers.vectorized import train_ppo_vectorized
 from .trainers.learn import PPO
@@ -66,7 +66,6 @@ _all_ = [
     "load_ppo_controller",
     "ParallelEnvState",
     "EpisodeSpec",
-    "TaskProblem",
     "RunSettings",
     "train_ppo_vectorized",
     "PPO",

@@ -22,9 +22,9 @@ from .env import state_dim, action_dim, obs_to_state, action_masks, decode_actio
 from .env import check_states
 from ...tamiyo.features import check_features, policy_layout
 from .rewards import RewardConfig
-from ...tamiyo.problems import Suite, get_suite
+from ...tamiyo.problems import GrowthProblem, Suite, get_suite, split_config
 from .parallel_env_state import EpisodeSpec, task_with_shuffle, check_reward_terms
-from .parallel_env_state import problem_slots, slot_ids_of
+from .parallel_env_state import problem_slots
 
 # %% ../../../nbs/simic/envs/28_gym_env.ipynb #6664260e
 def _flat_mask(masks: dict[str, torch.Tensor]) -> np.ndarray:
@@ -56,27 +56,29 @@ class GrowthEnv(gymnasium.Env):
         task_factory: Callable[[int], Any] | None = None,  # seed -> Task (default: `get_task` with that shuffle)
         device: str | torch.device = "cpu",  # where the host trains
         actions: ActionSpace = DEFAULT_ACTION_SPACE,  # Tamiyo's action space, or the run's blueprint menu (names)
-        suite: Suite | str | None = None,  # instead of `task`: each reset plays the problem its seed draws
+        suite: Suite | GrowthProblem | str | None = None,  # instead of `task`: each reset plays what its seed draws
         features: str = "signals",  # the feature set the Box observation holds (`FEATURE_SETS`)
         slot_layout: Sequence[str] | None = None,  # the slots the spaces follow (None: the suite's, where they differ)
     ):
         self.features = check_features(features)
         self.cfg = episode_config or EpisodeConfig()
         self.reward_config, self.device = reward_config or RewardConfig(), device
-        es = None  # with a suite: the problems, and `episode_config` as the base they complete
-        if suite is not None:
+        if suite is not None:  # the problems, and `episode_config` as the base they complete
             if task != "mnist1d" or task_factory is not None or actions != DEFAULT_ACTION_SPACE:
                 raise ValueError("GrowthEnv takes a suite or task/task_factory/actions, not both")
             es = EpisodeSpec(get_suite(suite) if isinstance(suite, str) else suite, base=episode_config)
             actions = es.actions  # the union of the problems' menus
+        else:  # the one problem the loose settings describe (module-level factory: envs pickle)
+            factory = task_factory or partial(task_with_shuffle, task)
+            problem, base = split_config(self.cfg, task, factory)
+            es = EpisodeSpec(problem, base=base)
         self.episode_spec = es  # not `spec`: gymnasium's own attribute (the registration's `EnvSpec`)
         self.actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
-        shortest = min(p.max_epochs for p in es.suite.problems) if es else self.cfg.max_epochs
+        shortest = min(p.max_epochs for p in es.suite.problems)
         if shortest < 2:
             raise ValueError(f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {shortest})")
-        self.task_factory = task_factory or partial(task_with_shuffle, task)  # module-level: envs pickle
         with torch.random.fork_rng(devices=[]):  # building a throwaway host must not move the global torch RNG
-            hosts = problem_slots(es, 0) if es else {task: slot_ids_of(self.task_factory(0), self.cfg)}
+            hosts = problem_slots(es, 0)
         self.slot_layout = policy_layout(hosts, slot_layout)  # None: every host has the same slots, read as they are
         self.n_slots = len(self.slot_layout or next(iter(hosts.values())))
         sizes = action_dim(self.n_slots, factored=True, actions=self.actions)
@@ -93,7 +95,7 @@ class GrowthEnv(gymnasium.Env):
         super().reset(seed=seed)
         self.run_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
         es, seed = self.episode_spec, self.run_seed
-        task, cfg = es.episode_for(seed) if es else (self.task_factory(seed), self.cfg)
+        task, cfg = es.episode_for(seed)
         self.episode = Episode(task, cfg, device=self.device, actions=self.actions)
         self._obs = self.episode.reset(self.run_seed)
         info = {"run_seed": self.run_seed, "epoch": self.episode.epoch, "action_mask": self.action_masks()}

@@ -11,8 +11,8 @@ from typing import Any
 
 from ...tamiyo.episode import EpisodeConfig
 from ..agent.config import TrainingConfig, resolve_config
-from ...tamiyo.problems import Suite, get_suite
-from ..envs.parallel_env_state import EpisodeSpec, TaskProblem
+from ...tamiyo.problems import Suite, get_suite, split_config
+from ..envs.parallel_env_state import EpisodeSpec
 from ..envs.rewards import RewardConfig
 from .schedules import calculate_entropy_anneal_steps
 
@@ -188,7 +188,7 @@ def _check_episodes(self: RunSettings) -> None:
             "group_baseline compares episodes that share a task seed: it needs episodes_per_task_seed >= 2 "
             f"(got {g}) and a feed-forward policy"
         )
-    short = [p for p in self.spec.suite.problems if p.max_epochs < 2] if self.spec.suite else []
+    short = [p for p in self.spec.suite.problems if p.max_epochs < 2]
     epochs, where = (short[0].max_epochs, f" in problem {short[0].name!r}") if short else (self.max_epochs, "")
     if epochs < 2:
         raise ValueError(f"max_epochs must be >= 2 for PPO (one decision needs two epochs; got {epochs}{where})")
@@ -229,9 +229,7 @@ def checkpoint_config(
     run_hparams, other_hparams = _run_hparams(self.agent_config, self.agent_kwargs)
     reward, suite = _plain(self.spec.reward), self.spec.suite
     penalty = reward.pop("rollback_penalty")  # stored beside the weights, as before it was one of them
-    if suite is None:  # a task factory's problem
-        task, episode = self.spec.problem.task, self.spec.problem.episode
-    elif len(suite) == 1:  # the layout of the checkpoints written before suites: they compare these
+    if len(suite) == 1:  # the layout of the checkpoints written before suites: they compare these
         task, episode = suite.problems[0].task, suite.problems[0].episode_config(self.spec.base)
     else:  # the problems' own settings are in `suite`
         task, episode = None, self.spec.base
@@ -255,7 +253,7 @@ def checkpoint_config(
         "ppo_kwargs": other_hparams,
         "reward_config": reward,
         "episode_config": _plain(episode),
-        **({"suite": suite_record(suite)} if suite is not None else {}),
+        "suite": suite_record(suite),
     }
 
 # %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #b2e0c017
@@ -312,8 +310,8 @@ def _spec(options: dict[str, Any], parallel: bool) -> EpisodeSpec:
         suite = get_suite(suite) if isinstance(suite, str) else suite
         return EpisodeSpec(suite, reward, devices if parallel else None, options.pop("episode_config", None))
     episode = replace(options.pop("episode_config", None) or EpisodeConfig(), max_epochs=options.pop("max_epochs", 25))
-    problem = TaskProblem(options.pop("task", "mnist1d"), episode, options.pop("task_factory", None))
-    return EpisodeSpec(problem, reward, devices if parallel else None)
+    problem, base = split_config(episode, options.pop("task", "mnist1d"), options.pop("task_factory", None))
+    return EpisodeSpec(problem, reward, devices if parallel else None, base)
 
 # %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #6135414e
 @classmethod

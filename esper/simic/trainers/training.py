@@ -9,9 +9,9 @@ __all__ = ['train_ppo', 'train_heuristic']
 from collections.abc import Callable
 from typing import Any
 
-from ...tamiyo.episode import EpisodeConfig
 from ...tamiyo.heuristic import HeuristicTamiyo
-from ..envs.parallel_env_state import EpisodeSpec, TaskProblem, make_env_states
+from ..envs.parallel_env_state import EpisodeSpec, make_env_states
+from ...tamiyo.problems import GrowthProblem
 from .schedules import episode_seed
 from .emitters import emit_episode_completed
 from .run_settings import RunSettings
@@ -56,7 +56,7 @@ def train_heuristic(
         raise ValueError(f"n_episodes must be an integer >= 1 (got {n_episodes!r})")
     if not isinstance(n_envs, int) or n_envs < 1:
         raise ValueError(f"n_envs must be an integer >= 1 (got {n_envs!r})")
-    spec = spec or EpisodeSpec(TaskProblem(episode=EpisodeConfig(max_epochs=25)))
+    spec = spec or EpisodeSpec(GrowthProblem("mnist1d", max_epochs=25))
     max_epochs, out = spec.max_epochs, []
     for first in range(0, n_episodes, n_envs):
         seeds = [episode_seed(seed, first + i) for i in range(min(n_envs, n_episodes - first))]
