@@ -52,13 +52,10 @@ def test_the_package_imports_nothing_it_does_not_use():
 
 
 MAX_PARAMETERS = 10
-#: Functions over the limit that another change owns (issue 77, item 4: the store functions' signatures as the plans
-#: call them); each must leave this list when it is brought under the limit.
+#: Functions over the limit that another change owns (issue 77); each must leave this list when it is brought under
+#: the limit.
 OWED: set[str] = {
     "esper/simic/agent/ppo_loss.py:ppo_loss",
-    "esper/simic/agent/ppo_update.py:_transition",
-    "esper/simic/agent/ppo_update.py:store_transition",
-    "esper/simic/agent/ppo_update.py:store_recurrent_transition",
 }
 
 
