@@ -32,7 +32,7 @@ def episodes_to_curve(per_env_lengths, per_env_returns, n_envs):
 def train_esper(total_steps=100_000, seed=0, hp=HP, verbose=False):
     "Train `PPOAgent` on CartPole-v1; returns ([(step, episode_return)], agent)."
     import gymnasium as gym
-    from esper.simic import PPOAgent
+    from esper.simic import PPOAgent, Truncation
     torch.manual_seed(seed); np.random.seed(seed)
     n = hp["n_envs"]
     envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(n)],
@@ -51,9 +51,9 @@ def train_esper(total_steps=100_000, seed=0, hp=HP, verbose=False):
             ep_ret += reward; ep_len += 1
             for i in range(n):
                 ended = bool(term[i] or trunc[i])
+                cut = Truncation(final_state=info["final_obs"][i]) if trunc[i] and not term[i] else None
                 agent.store_transition(states[i], int(actions[i]), float(log_probs[i]), float(values[i]), float(reward[i]),
-                                       done=bool(term[i]), truncated=bool(trunc[i] and not term[i]),
-                                       final_state=info["final_obs"][i] if ended and not term[i] else None, env_id=i)
+                                       done=bool(term[i]), truncated=cut, env_id=i)
                 if ended:
                     lens[i].append(ep_len[i]); rets[i].append(ep_ret[i]); ep_ret[i] = 0; ep_len[i] = 0
         with torch.inference_mode():

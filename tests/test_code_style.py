@@ -52,14 +52,6 @@ def test_the_package_imports_nothing_it_does_not_use():
 
 
 MAX_PARAMETERS = 10
-#: Functions over the limit that another change owns (issue 77, item 4: the store functions' signatures as the plans
-#: call them); each must leave this list when it is brought under the limit.
-OWED: set[str] = {
-    "esper/simic/agent/ppo_loss.py:ppo_loss",
-    "esper/simic/agent/ppo_update.py:_transition",
-    "esper/simic/agent/ppo_update.py:store_transition",
-    "esper/simic/agent/ppo_update.py:store_recurrent_transition",
-}
 
 
 def parameter_count(f: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
@@ -90,5 +82,4 @@ def test_parameters_are_counted(tmp_path):
 def test_no_function_takes_more_than_ten_parameters():
     "Settings travel as objects (a dataclass), not as long flat signatures."
     found = long_signatures(NBS.parent / "esper")
-    assert not set(found) - OWED, f"functions over {MAX_PARAMETERS} parameters: {dict(sorted(found.items()))}"
-    assert not OWED - set(found), f"brought under the limit, so drop from OWED: {sorted(OWED - set(found))}"
+    assert not found, f"functions over {MAX_PARAMETERS} parameters: {dict(sorted(found.items()))}"

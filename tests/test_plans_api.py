@@ -1,8 +1,9 @@
 """Every public Esper function and method that the seed plans' own tests call, called exactly as they call it.
 
-The plans (`../shared/seeds/000`-`002`; `003` and `004` hold no tests) were written against an older Esper: their
-import paths are not today's (`esper.simic.ppo`, `esper.simic.features`, `esper.simic.gradient_collector`,
-`esper.simic.control.normalization`, `esper.simic.training`), but their names and call shapes are the public API.
+The plans (`../shared/seeds/000`-`002`; `003` and `004` hold no tests, but the fix `004` proposes calls
+`store_transition`) were written against an older Esper: their import paths are not today's (`esper.simic.ppo`,
+`esper.simic.features`, `esper.simic.gradient_collector`, `esper.simic.control.normalization`,
+`esper.simic.training`), but their names and call shapes are the public API.
 Each test below names the plan test it follows and repeats its calls with the same positional order and keywords,
 imported from where the names live now, with one cheap check that the call did what the plan expects. The plans'
 behaviour is tested in full elsewhere (`test_simic_ppo.py`, `test_simic_config.py`, `test_simic_networks.py`,
@@ -17,7 +18,7 @@ import torch.nn as nn
 import fastcore.test as ft  # as a module: pytest would collect `test_eq` & co. as tests
 
 from esper.leyline import SeedTelemetry
-from esper.simic import PPOAgent, RecurrentActorCritic, RewardNormalizer, RunningMeanStd, TrainingConfig
+from esper.simic import PPOAgent, RecurrentActorCritic, RewardNormalizer, RunningMeanStd, TrainingConfig, Truncation
 from esper.tamiyo.features import obs_to_base_features_tensor
 from esper.tolaria import SeedGradientCollector, materialize_grad_stats
 
@@ -172,7 +173,7 @@ def test_001_truncation_is_keyword_only_in_both_store_functions():
         agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=8, device="cpu", recurrent=recurrent)
         store = agent.store_recurrent_transition if recurrent else agent.store_transition
         ft.test_fail(lambda: store(torch.randn(4), 0, -1.0, 0.0, 1.0, False, None, 0, True), exc=TypeError)
-        store(torch.randn(4), 0, -1.0, 0.0, 1.0, False, None, 0, truncated=True, bootstrap_value=0.0)
+        store(torch.randn(4), 0, -1.0, 0.0, 1.0, False, None, 0, truncated=Truncation(value=0.0))
 
 
 # ----------------------------------------------------------------------------- plan 002: validation, normalisers
@@ -211,3 +212,14 @@ def test_002_reward_normalizer_state_dict():
     ft.test_eq((rn.mean, rn.m2, rn.count), (rn2.mean, rn2.m2, rn2.count))
     assert {"mean", "m2", "count"} <= set(RewardNormalizer().state_dict().keys())  # and `n_nonfinite`, as above
     rn2.load_state_dict({k: rn.state_dict()[k] for k in ("mean", "m2", "count")})
+
+
+# ----------------------------------------------------------------------------- plan 004: the training loop's review
+def test_004_store_transition_six_positional():
+    "Its fix for state normalisation: `store_transition(state, action_idx, log_prob, value, reward, done)`."
+    agent = PPOAgent(state_dim=4, action_dim=3, hidden_dim=8, device="cpu")
+    state = torch.randn(4)
+    action_idx, log_prob, value = agent.get_action(state)
+    agent.store_transition(state, action_idx, log_prob, value, 1.0, True)
+    b = agent.buffer.envs[0]
+    ft.test_eq((len(b), b.rewards, b.dones, b.truncated), (1, [1.0], [True], [False]))

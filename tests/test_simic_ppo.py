@@ -457,9 +457,10 @@ def test_gae_hand_computed():
 
 def test_truncation_bootstraps_from_critic():
     from esper.simic.agent.ppo import PPOAgent
+    from esper.simic.agent.ppo_update import Truncation
     agent = PPOAgent(state_dim=3, action_dim=2, hidden_dim=8, gamma=0.9, gae_lambda=1.0, device="cpu")
     agent.store_transition(torch.zeros(3), 0, -0.7, 0.0, 1.0, done=False)
-    agent.store_transition(torch.zeros(3), 0, -0.7, 0.0, 1.0, done=False, truncated=True, bootstrap_value=10.0)
+    agent.store_transition(torch.zeros(3), 0, -0.7, 0.0, 1.0, done=False, truncated=Truncation(value=10.0))
     adv, _ = agent.buffer.advantages(0.0, agent.gamma, agent.gae_lambda)
     assert torch.allclose(adv, torch.tensor([1 + 0.9 * (1 + 0.9 * 10.0), 1 + 0.9 * 10.0]))
     terminal = PPOAgent(state_dim=3, action_dim=2, hidden_dim=8, gamma=0.9, gae_lambda=1.0, device="cpu")
@@ -470,11 +471,15 @@ def test_truncation_bootstraps_from_critic():
 
 def test_truncation_needs_a_value_and_final_state_uses_critic():
     from esper.simic.agent.ppo import PPOAgent
+    from esper.simic.agent.ppo_update import Truncation
     agent = PPOAgent(state_dim=3, action_dim=2, hidden_dim=8, device="cpu")
-    with pytest.raises(ValueError, match="bootstrap_value"):
+    with pytest.raises(ValueError, match="value= .* or final_state="):
+        Truncation()
+    with pytest.raises(TypeError, match=r"Truncation\(value=\.\.\.\)"):  # the old flag alone is refused
         agent.store_transition(torch.zeros(3), 0, -0.7, 0.0, 1.0, done=False, truncated=True)
+    assert len(agent.buffer) == 0
     final = torch.ones(3)
-    agent.store_transition(torch.zeros(3), 0, -0.7, 0.0, 1.0, done=False, truncated=True, final_state=final)
+    agent.store_transition(torch.zeros(3), 0, -0.7, 0.0, 1.0, done=False, truncated=Truncation(final_state=final))
     assert agent.buffer.envs[0].bootstrap_values[0] == pytest.approx(agent.get_value(final))
 
 

@@ -6,10 +6,10 @@
 __all__ = ['EntropySchedule', 'linear_anneal', 'floor_scale', 'ActorCritic', 'FactoredActorCritic', 'RecurrentActorCritic',
            'RolloutBuffer', 'MultiEnvRolloutBuffer', 'compute_gae', 'GradientStats', 'PPOUpdateMetrics', 'HeadLogProbs',
            'HeadEntropies', 'ActionDict', 'RunningMeanStd', 'RewardNormalizer', 'AnomalyDetector', 'AnomalyReport',
-           'TrainingConfig', 'PPOAgent', 'ppo_loss', 'update_recurrent', 'save_agent', 'load_agent', 'RewardConfig',
-           'RewardTerms', 'compute_reward', 'PPOController', 'load_ppo_controller', 'ParallelEnvState', 'EpisodeSpec',
-           'RunSettings', 'train_ppo_vectorized', 'PPO', 'TrainingInterrupted', 'train_ppo', 'train_heuristic',
-           'default_workers', 'WorkerError']
+           'TrainingConfig', 'PPOAgent', 'Truncation', 'ppo_loss', 'update_recurrent', 'save_agent', 'load_agent',
+           'RewardConfig', 'RewardTerms', 'compute_reward', 'PPOController', 'load_ppo_controller', 'ParallelEnvState',
+           'EpisodeSpec', 'RunSettings', 'train_ppo_vectorized', 'PPO', 'TrainingInterrupted', 'train_ppo',
+           'train_heuristic', 'default_workers', 'WorkerError']
 
 # %% ../../nbs/simic/12_simic.ipynb #5df945d1
 from .agent.annealing import EntropySchedule, linear_anneal, floor_scale
@@ -20,7 +20,7 @@ from .agent.normalizers import RunningMeanStd, RewardNormalizer
 from .agent.anomaly_detector import AnomalyDetector, AnomalyReport
 from .agent.config import TrainingConfig
 from .agent.ppo import PPOAgent
-from .agent import ppo_update  # noqa: F401 (attaches storing, the update and saving to PPOAgent)
+from .agent.ppo_update import Truncation  # importing it attaches storing, the update and saving to PPOAgent
 from .agent.ppo_loss import ppo_loss
 from .agent.recurrent import update_recurrent
 from .agent.checkpoint import save_agent, load_agent
@@ -55,6 +55,7 @@ _all_ = [
     "AnomalyReport",
     "TrainingConfig",
     "PPOAgent",
+    "Truncation",
     "ppo_loss",
     "update_recurrent",
     "save_agent",

@@ -53,6 +53,8 @@ def _patch(variant: str) -> None:
             return compute_action_mask(envmod.slot_stages(obs), factored=factored, gates_open=gates)
         envmod.action_masks = masks
     if variant == "bootstrap":
+        from esper.simic.agent.ppo_update import Truncation
+
         def record(self, envs):
             agent, last = self.agent, envs[0].episode.done
             boot = None
@@ -64,8 +66,8 @@ def _patch(variant: str) -> None:
                 e.add_reward(terms)
                 d = e.pending
                 agent.store_transition(d.state, d.action, d.log_prob, d.value, terms["total"], done=False,
-                                       action_mask=d.mask, truncated=last,
-                                       bootstrap_value=boot[i] if last else None, env_id=e.env_id)
+                                       action_mask=d.mask, truncated=Truncation(value=boot[i]) if last else None,
+                                       env_id=e.env_id)
                 e.pending = None
         vec.PPORollout.record = record
 

@@ -11,6 +11,8 @@ import logging
 
 import torch
 
+from .config import TrainingConfig
+
 logger = logging.getLogger(__name__)
 
 # %% ../../../nbs/simic/agent/07a_ppo_loss.ipynb #862cb296
@@ -99,11 +101,10 @@ def ppo_loss(
     old_values: torch.Tensor,  # critic now and at acting time `[B]`
     head_entropies: dict[str, torch.Tensor],  # per-head entropy `[B]`
     entropy_coefs: dict[str, torch.Tensor],  # per-head, per-sample entropy coefficient `[B]`
-    clip_ratio: float = 0.2,
-    clip_value: bool = False,
-    value_coef: float = 0.5,
+    config: TrainingConfig | None = None,  # its `clip_ratio`, `clip_value` and `value_coef` (None: the defaults)
 ) -> dict[str, torch.Tensor]:
     "Clipped-surrogate PPO loss and its diagnostics for one minibatch."
+    cfg = TrainingConfig() if config is None else config
     logratio = new_log_probs - old_log_probs
     loss, ratio, policy_loss, value_loss, entropy_bonus = ppo_objective(
         logratio,
@@ -113,9 +114,9 @@ def ppo_loss(
         old_values,
         head_entropies,
         entropy_coefs,
-        clip_ratio,
-        clip_value,
-        value_coef,
+        cfg.clip_ratio,
+        cfg.clip_value,
+        cfg.value_coef,
     )
     return {
         "loss": loss,
@@ -123,7 +124,7 @@ def ppo_loss(
         "value_loss": value_loss.detach(),
         "entropy_loss": -entropy_bonus.detach(),
         "finite": torch.isfinite(ratio).all() & torch.isfinite(loss.detach()),
-        **ratio_diagnostics(ratio, logratio, head_entropies, clip_ratio),
+        **ratio_diagnostics(ratio, logratio, head_entropies, cfg.clip_ratio),
     }
 
 # %% ../../../nbs/simic/agent/07a_ppo_loss.ipynb #840ca1ea
