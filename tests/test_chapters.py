@@ -23,9 +23,6 @@ ALLOWED: dict[str, int] = {
     "tamiyo/02_episode.ipynb": 5,
     "tamiyo/06_problems.ipynb": 4,
     "tamiyo/07_plan_search.ipynb": 4,
-    "tolaria/00_trainer.ipynb": 3,
-    "tolaria/02_governor.ipynb": 1,
-    "tolaria/03_gradients.ipynb": 2,
 }
 
 
