@@ -193,7 +193,7 @@ def _check_episodes(self: RunSettings) -> None:
     if epochs < 2:
         raise ValueError(f"max_epochs must be >= 2 for PPO (one decision needs two epochs; got {epochs}{where})")
 
-# %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #ba409552
+
 @patch
 def _ramp_steps(self: RunSettings) -> tuple[int, int]:
     "The entropy bonus's and the learning rate's ramps in PPO updates, refused where `agent` says otherwise."
