@@ -18,7 +18,6 @@ EXPORT = re.compile(r"^#\|\s*exporti?\s*$", re.MULTILINE)
 ALLOWED: dict[str, int] = {
     "simic/trainers/25_vectorized.ipynb": 7,
     "tamiyo/01_heuristic.ipynb": 1,
-    "tamiyo/02_episode.ipynb": 5,
     "tamiyo/07_plan_search.ipynb": 4,
 }
 

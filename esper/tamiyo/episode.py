@@ -217,18 +217,6 @@ def train_batch(
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #3801c10a
 @patch
-def end_epoch(self: Episode) -> dict[str, Any]:
-    "Finish the epoch: governor, validation, seed bookkeeping and telemetry, signals; returns the next observation."
-    self.finish_training()
-    measured = {SeedStage[s] for s in self.cfg.counterfactual_stages}
-    slots = [s for s, st in self.model.seed_states().items() if st.stage in measured]
-    with self.on_stream():  # the validation pass measures each seed's counterfactual on the way
-        va, without = self.runner.validate_with_counterfactuals(self.task.val_loader, slots)
-    self.record_validation(va)
-    return self.finish_epoch(without)
-
-
-@patch
 def finish_training(self: Episode) -> None:
     "First phase of `end_epoch`: the epoch's training loss and accuracy, then the governor (and its rollback)."
     if not self._in_epoch:
@@ -317,7 +305,7 @@ def finish_epoch(
     )
     return self.observation()
 
-# %% ../../nbs/tamiyo/02_episode.ipynb #eb32b39d
+
 @patch
 def observation(self: Episode) -> dict[str, Any]:
     "Signals plus seed features (the focus seed, every slot), the run's budgets and sizes, and its data's shape."
@@ -343,6 +331,18 @@ def evaluate_test(self: Episode) -> dict[str, float]:
         with self.on_stream():
             self._test = (self.epoch, dict(self.runner.validate(self.task.test_loader)))
     return self._test[1]
+
+# %% ../../nbs/tamiyo/02_episode.ipynb #fe5ac443
+@patch
+def end_epoch(self: Episode) -> dict[str, Any]:
+    "Finish the epoch: governor, validation, seed bookkeeping and telemetry, signals; returns the next observation."
+    self.finish_training()
+    measured = {SeedStage[s] for s in self.cfg.counterfactual_stages}
+    slots = [s for s, st in self.model.seed_states().items() if st.stage in measured]
+    with self.on_stream():  # the validation pass measures each seed's counterfactual on the way
+        va, without = self.runner.validate_with_counterfactuals(self.task.val_loader, slots)
+    self.record_validation(va)
+    return self.finish_epoch(without)
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #483d7735
 @patch
