@@ -74,9 +74,7 @@ HONEST_SPLITS = "51274e9"
 # and a listed page that no longer has them fails until it leaves the list. Each needs its figure drawn again (at
 # column width, text of 9 pt or more) or its table split.
 PENDING: dict[str, set[str]] = {
-    "simic/trainers/25_vectorized.html": {"small figure text"},
     "tamiyo/01_heuristic.html": {"small figure text"},
-    "tutorials/00_grow_a_host.html": {"small figure text"},
 }
 
 PROBE = r"""(() => {
