@@ -19,7 +19,6 @@ ALLOWED: dict[str, int] = {
     "simic/trainers/24a_run_settings.ipynb": 4,
     "simic/trainers/25_vectorized.ipynb": 7,
     "simic/trainers/26_training.ipynb": 1,
-    "tamiyo/01_heuristic.ipynb": 1,
     "tamiyo/02_episode.ipynb": 5,
     "tamiyo/06_problems.ipynb": 4,
     "tamiyo/07_plan_search.ipynb": 4,
