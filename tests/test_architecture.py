@@ -267,7 +267,6 @@ HELPER_LINES = 40
 #: subcommand modules still thicker than the rule (a ratchet: a module over its entry fails, and so does one under
 #: it until the entry is lowered): module -> the definitions the rule refuses
 THICK: dict[str, set[str]] = {
-    "compare.py": {"controller_name", "comparison_settings"},
     "ppo.py": {"annealing_line", "placement", "prepare_outputs", "_run_settings", "_train"},
 }
 
