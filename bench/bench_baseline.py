@@ -7,7 +7,7 @@ import statistics as st
 import torch
 
 from esper.cli import DistinctSeeds, OneLineParser, seed_int
-from esper.cli.baseline import BaselineRun, run_baseline
+from esper.tolaria.baseline import BaselineRun, run_baseline
 
 
 def main():

@@ -10,6 +10,9 @@ inside a function, absolute (`esper.X...`) or relative (`.x`, `..X`, `from .. im
 subsystem and asserts that each edge between two subsystems is in `ALLOWED`. Imports inside one subsystem are
 allowed, except that a module of a simic group never imports a group above its own. Notebook cells that are not
 exported (tests, examples) are not library code and are not checked.
+
+The same section of the guide says the command line is thin: `test_a_subcommand_parses_calls_and_prints` reads each
+subcommand's module in `esper/cli/` and holds it to `add_parser`, `run` and short private helpers they need.
 """
 import ast
 import json
@@ -252,3 +255,87 @@ def test_the_guide_states_the_table():
     "The rule a contributor reads is the rule this test holds."
     assert guide_table() == ALLOWED
     assert " ← ".join(f"`{g}`" for g in SIMIC_LAYERS) in GUIDE.read_text(encoding="utf-8")
+
+
+# The CLI is thin (issue 77, item 2): a subcommand's module parses, calls the library and prints. What it may define
+# is read from the code: `add_parser`, `run`, and private helpers that one of them needs (reached through the names
+# they use), each at most `HELPER_LINES` long. A public function or a class is library code, or an internal that
+# bench scripts and tutorials would come to import; an unreached helper is dead. The rule cannot tell a short piece of
+# library code from a short helper of the command line: the length bound is the proxy for that, not a proof.
+CLI = ROOT / "cli"
+HELPER_LINES = 40
+#: subcommand modules still thicker than the rule (a ratchet: a module over its entry fails, and so does one under
+#: it until the entry is lowered): module -> the definitions the rule refuses
+THICK: dict[str, set[str]] = {
+    "ppo.py": {"annealing_line", "placement", "prepare_outputs", "_run_settings", "_train"},
+}
+
+
+def thick_definitions(source: str) -> dict[str, str]:
+    "The definitions of a subcommand's module that the thin-CLI rule refuses, each with the reason."
+    defs = {n.name: n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    uses = {k: {m.id for m in ast.walk(n) if isinstance(m, ast.Name)} & set(defs) for k, n in defs.items()}
+    reached, todo = set(), [k for k in ("add_parser", "run") if k in defs]
+    while todo:
+        k = todo.pop()
+        if k not in reached:
+            reached.add(k)
+            todo.extend(uses[k])
+    refused = {}
+    for name, node in defs.items():
+        if name in ("add_parser", "run"):
+            continue
+        n_lines = node.end_lineno - node.lineno + 1
+        if isinstance(node, ast.ClassDef):
+            refused[name] = "a class: settings and jobs belong to the library"
+        elif not name.startswith("_"):
+            refused[name] = "public: a subcommand offers only add_parser and run"
+        elif name not in reached:
+            refused[name] = "neither add_parser nor run needs it"
+        elif n_lines > HELPER_LINES:
+            refused[name] = f"{n_lines} lines: a helper of the command line has at most {HELPER_LINES}"
+    return refused
+
+
+def subcommand_modules() -> list[Path]:
+    "The modules of `esper/cli/` that register a subcommand (they define `add_parser`)."
+    return [p for p in sorted(CLI.glob("*.py")) if "add_parser" in defined_names(p.read_text(encoding="utf-8"))]
+
+
+def defined_names(source: str) -> set[str]:
+    "The functions and classes a module defines at top level."
+    return {n.name for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+
+
+def test_the_subcommands_are_found():
+    assert {p.name for p in subcommand_modules()} >= {"baseline.py", "heuristic.py", "compare.py", "ppo.py"}
+    assert set(THICK) <= {p.name for p in subcommand_modules()}, THICK
+
+
+@pytest.mark.parametrize("path", subcommand_modules(), ids=lambda p: p.name)
+def test_a_subcommand_parses_calls_and_prints(path):
+    refused = thick_definitions(path.read_text(encoding="utf-8"))
+    allowed = THICK.get(path.name, set())
+    worse = {k: v for k, v in refused.items() if k not in allowed}
+    assert not worse, f"{path.name}: library code in the command line (move it below the CLI): {worse}"
+    assert set(refused) == allowed, f"{path.name} is thinner than THICK says: drop {allowed - set(refused)} from it"
+
+
+HELPER = "def _helper(args):\n    return args.x\n"
+PARSER = "def add_parser(s):\n    p = s.add_parser('x')\n    p.checks.append(_helper)\n    p.set_defaults(run=run)\n"
+RUN = "def run(args):\n    print(work(args), _long(args))\n    return 0\n"  # names it needs, if defined
+
+
+@pytest.mark.parametrize("extra, refused", [
+    ("", {}),
+    ("def work(args):\n    return 1\n", {"work": "public"}),
+    ("class Job:\n    pass\n", {"Job": "a class"}),
+    ("def _dead():\n    pass\n", {"_dead": "neither add_parser nor run"}),
+    ("def _long(args):\n" + "    x = 1\n" * 40, {"_long": "41 lines"}),
+])
+def test_the_check_sees_library_code_in_a_subcommand(extra, refused):
+    found = thick_definitions(PARSER + HELPER + RUN + extra)
+    assert set(found) == set(refused), found
+    assert all(found[k].startswith(v) for k, v in refused.items()), found
+    inner = HELPER.replace("return args.x", "return _inner()") + "def _inner():\n    pass\n"
+    assert thick_definitions(PARSER + inner + RUN) == {}  # a helper's helper is needed too

@@ -61,10 +61,11 @@ def test_episode_rejects_bad_config_and_step_before_reset():
     with pytest.raises(RuntimeError, match="reset"): Episode(get_task("mnist1d")).step(TamiyoAction.wait())
 
 
-def test_heuristic_on_a_suite_plays_every_problem_on_every_seed_within_its_menu_and_budgets(tmp_path):
+def test_heuristic_on_a_suite_plays_every_problem_on_every_seed_within_its_menu_and_budgets():
     import json
 
-    from esper.cli.heuristic import HeuristicRun, run_heuristic
+    from esper.nissa.reading import plot_lifecycle_timeline
+    from esper.tamiyo.heuristic_run import HeuristicRun, heuristic_files, run_heuristic
     from esper.tamiyo.problems import GrowthProblem, Suite
 
     suite = Suite("budgets", 1, (
@@ -73,7 +74,8 @@ def test_heuristic_on_a_suite_plays_every_problem_on_every_seed_within_its_menu_
                       max_batches=3),
         GrowthProblem("short", "digits", blueprints=("conv_small",), compute_budget=3.5, max_epochs=6, max_batches=3),
     ))
-    s = run_heuristic(HeuristicRun(suite=suite, episodes=2, seed=7, device="cpu"), out=tmp_path, progress=False)
+    lifecycle = []
+    s = run_heuristic(HeuristicRun(suite=suite, episodes=2, seed=7, device="cpu"), progress=False, lifecycle=lifecycle)
     assert [(r["problem"], r["seed"]) for r in s["results"]] == [("tight", 7), ("tight", 8), ("short", 7), ("short", 8)]
     for r in s["results"]:
         p = suite[r["problem"]]
@@ -81,7 +83,9 @@ def test_heuristic_on_a_suite_plays_every_problem_on_every_seed_within_its_menu_
         assert p.param_budget is None or r["host_params"] + r["params_added"] <= p.param_budget
     assert any(r["seeds_germinated"] for r in s["results"] if r["problem"] == "tight")  # the budget check is not idle
     assert all(r["epochs"] < 6 for r in s["results"] if r["problem"] == "short")  # the compute budget ended them
-    saved = json.loads((tmp_path / "summary.json").read_text())
+    files = heuristic_files(s, lifecycle, plot_lifecycle_timeline)
+    assert sorted(files) == ["summary.json", "timeline.png"] and files["timeline.png"][:4] == b"\x89PNG"
+    saved = json.loads(files["summary.json"])
     assert saved["suite"]["name"] == "budgets" and list(saved["per_problem"]) == ["tight", "short"]
     assert saved["accuracy"].startswith("final_accuracy: % correct on the task's test split")
     assert "test accuracy (% correct on each problem's test split" in saved["table"]
