@@ -133,10 +133,10 @@ class GrowthProblem:
             )
         _check_host(self, family, where)
         if self.event is not None:
-            if not isinstance(self.event, DataShift) or self.task_factory is not None:
-                raise ValueError(
-                    f"{where}: event must be a DataShift of the family's data or None (got {self.event!r})"
-                )
+            if not isinstance(self.event, DataShift):
+                raise ValueError(f"{where}: event must be a DataShift or None (got {self.event!r})")
+            if self.task_factory is not None:
+                raise ValueError(f"{where}: event shifts a family's data; a task_factory's task takes none")
             try:
                 self.event.check(family, settings, self.max_epochs)
             except ValueError as e:
