@@ -118,6 +118,8 @@ def start(self: Episode, seed: int = 0) -> None:
         host_epoch_flops(self.model, self.task.input_shape, self.epoch_samples, dtype),
     )
     self.tracker = SignalTracker()
+    if hasattr(self.task, "at_epoch"):  # a task whose data shifts mid-run (`ShiftingTask`): the start's data
+        self.task.at_epoch(0)
     if self._locality[0] is not self.task:  # a new task: measure its data's local structure on the validation split
         self._locality = (self.task, input_locality(self.task.val_loader))
     self.epoch, self.global_step, self.history, self._test = 0, 0, [], None
@@ -156,6 +158,8 @@ def begin_epoch(self: Episode, action: TamiyoAction | None = None) -> ActionResu
         if m.slot(s).stage == SeedStage.GERMINATED:
             m.advance(s)
     self.epoch += 1
+    if hasattr(self.task, "at_epoch"):  # a task whose data shifts mid-run: this epoch's data, for all its splits
+        self.task.at_epoch(self.epoch)
     self.grads.begin_epoch()
     self._sample_flops = self.sample_flops()  # the model as this epoch trains it
     # work queued on the default stream (model built, parameters changed above) must finish

@@ -4,9 +4,13 @@
 
 # %% auto #0
 __all__ = ['MENU', 'EPOCHS', 'BATCHES', 'TRAIN', 'TUNE', 'HELDOUT', 'SMALL_TRAIN', 'SMALL_TEST', 'TEXT_MENU', 'TEXT_EPOCHS',
-           'TEXT_LR', 'TEXT_TRAIN', 'TEXT_TUNE', 'TEXT_HELDOUT', 'TEXT_TINY', 'problem', 'text_problem']
+           'TEXT_LR', 'TEXT_TRAIN', 'TEXT_TUNE', 'TEXT_HELDOUT', 'TEXT_TINY', 'SHIFT_EPOCHS', 'SHIFT_CHANCE',
+           'EVENTS_TRAIN', 'EVENTS_TUNE', 'EVENTS_HELDOUT', 'problem', 'text_problem', 'shifting']
 
 # %% ../../nbs/tamiyo/08_suites.ipynb #05646486
+from dataclasses import replace
+
+from .events import DataShift
 from .problems import GrowthProblem, Suite, register_suite
 from ..tasks import TASK_FAMILIES
 
@@ -211,5 +215,66 @@ TEXT_TINY = register_suite(
             text_problem("text-tiny-p20000-c3", 3.0, 20000, max_epochs=4, context=16, train_chars=1024, eval_chars=256),
         ),
         "two four-epoch text problems for tests, on a corpus the test writes",
+    )
+)
+
+# %% ../../nbs/tamiyo/08_suites.ipynb #20fd2716
+#: The epochs a shift of the events suites may start at (of `EPOCHS`), and the share of episodes that shift.
+SHIFT_EPOCHS, SHIFT_CHANCE = (3, 7), 0.5
+
+
+def shifting(
+    p: GrowthProblem,  # a problem of these suites
+    **settings,  # the family's settings from the shift on
+) -> GrowthProblem:
+    "The problem with a data shift to `settings` at an epoch in `SHIFT_EPOCHS`, in `SHIFT_CHANCE` of its episodes."
+    return replace(p, event=DataShift(settings, *SHIFT_EPOCHS, SHIFT_CHANCE))
+
+# %% ../../nbs/tamiyo/08_suites.ipynb #3a03c1e5
+EVENTS_TRAIN = register_suite(
+    Suite(
+        "events-train",
+        1,
+        (
+            shifting(problem("mnist1d-to-shuffled-p2500", param_budget=2500), shuffle_seq=True),
+            shifting(problem("mnist1d-to-shuffled-p1600", param_budget=1600), shuffle_seq=True),
+            shifting(problem("mnist1d-to-shuffled-c30", compute_budget=30.0), shuffle_seq=True),
+            shifting(problem("mnist1d-to-noisy-p2500", param_budget=2500), corr_noise_scale=1.0),
+            shifting(problem("mnist1d-to-noisy-c30", compute_budget=30.0), corr_noise_scale=1.0),
+            shifting(problem("digits-to-occluded-p3000", "digits", param_budget=3000), occlusion=3),
+            shifting(problem("digits-to-occluded-c40", "digits", compute_budget=40.0), occlusion=3),
+        ),
+        "seven problems whose data shifts mid-run in half the episodes: MNIST-1D loses its order or gains noise, "
+        "digits a blanked patch; parameter and compute budgets",
+    )
+)
+
+EVENTS_TUNE = register_suite(
+    Suite(
+        "events-tune",
+        1,
+        (
+            shifting(problem("mnist1d-to-shuffled-p2200", param_budget=2200), shuffle_seq=True),
+            shifting(problem("mnist1d-to-noisy-c45", compute_budget=45.0), corr_noise_scale=1.0),
+        ),
+        "two problems between the events training ones, for choosing a policy's settings",
+    )
+)
+
+EVENTS_HELDOUT = register_suite(
+    Suite(
+        "events-heldout",
+        1,
+        (
+            shifting(problem("mnist1d-to-shuffled-p1400", param_budget=1400), shuffle_seq=True),
+            shifting(problem("mnist1d-to-noisy-p1400", param_budget=1400), corr_noise_scale=1.0),
+            shifting(
+                problem("mnist1d-shuffled-to-noisy-p1400", param_budget=1400, shuffle_seq=True), corr_noise_scale=1.0
+            ),
+            shifting(problem("digits-to-noisy-p1300", "digits", param_budget=1300), noise_std=0.6),
+        ),
+        "four problems whose data shifts mid-run that nothing trains or tunes on: tight parameter budgets, and "
+        "digits that gain pixel noise",
+        held_out=True,
     )
 )
