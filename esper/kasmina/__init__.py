@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['Layout', 'LAYOUTS', 'register_layout', 'SeedModule', 'BlueprintSpec', 'BLUEPRINT_REGISTRY', 'get_blueprint',
            'build_blueprint', 'family_for_dims', 'register_blueprint', 'blend_curve', 'SeedMetrics', 'SeedState',
-           'GateResult', 'GateConfig', 'check_gate', 'SeedSlot', 'SlotPoint', 'find_slot_points', 'MorphogeneticModel',
-           'grow', 'registered_blueprints', 'check_blueprint_menu']
+           'GateResult', 'GateConfig', 'check_gate', 'SeedSlot', 'SlotPoint', 'find_slot_points', 'task_slots',
+           'MorphogeneticModel', 'grow', 'registered_blueprints', 'check_blueprint_menu']
 
 # %% ../../nbs/kasmina/03_kasmina.ipynb #d8192a9a
 from esper.kasmina.blueprints import (
@@ -23,7 +23,7 @@ from esper.kasmina.blueprints import (
 )
 from . import token_seeds  # noqa: F401 (registers the token and feature layouts and their seeds)
 from .slot import blend_curve, SeedMetrics, SeedState, GateResult, GateConfig, check_gate, SeedSlot
-from .points import SlotPoint, find_slot_points
+from .points import SlotPoint, find_slot_points, task_slots
 from .menus import registered_blueprints, check_blueprint_menu
 from .model import MorphogeneticModel, grow
 
@@ -48,6 +48,7 @@ _all_ = [
     "SeedSlot",
     "SlotPoint",
     "find_slot_points",
+    "task_slots",
     "MorphogeneticModel",
     "grow",
     "registered_blueprints",

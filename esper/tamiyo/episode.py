@@ -17,7 +17,7 @@ from fastcore.basics import patch
 from ..leyline import SeedStage, TRAINABLE_SEED_STAGES, DEFAULT_ACTION_SPACE, ActionSpace
 from ..leyline import TelemetryEvent, TelemetryEventType
 from ..leyline.metrics import Accuracy, Metric, as_metric
-from ..kasmina import MorphogeneticModel, find_slot_points
+from ..kasmina import MorphogeneticModel, task_slots
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
 from ..tolaria.governor import blowup_bound
 from ..tolaria.compute import host_epoch_flops, train_flops_per_sample
@@ -76,9 +76,7 @@ def start(self: Episode, seed: int = 0) -> None:
     c = self.cfg
     seed_everything(seed)
     host = self.task.make_host(c.host)
-    slots = c.slots
-    if slots is not None and not hasattr(host, "example_input"):  # a user's model: slots measured on their data
-        slots = find_slot_points(host, slots, self.task.example())
+    slots = task_slots(host, c.slots, self.task.example)  # a model of yours: slots measured on its data
     self.model = MorphogeneticModel(
         host,
         slots,

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from fastcore.basics import patch
 
-from ..kasmina import check_blueprint_menu, family_for_dims
+from ..kasmina import MorphogeneticModel, check_blueprint_menu, family_for_dims, task_slots
 from ..leyline import BLUEPRINTS
 from .episode_parts import EpisodeConfig
 from .events import DataShift, ShiftingTask
@@ -65,6 +65,31 @@ def _check_host(
             f"{where}: param_budget {problem.param_budget:,} is below the {own:,} parameters of its host {preset!r}"
         )
 
+# %% ../../nbs/tamiyo/06_problems.ipynb #b7c0a0e2
+def _check_own(
+    problem: Any,  # a `GrowthProblem` being made, with a task factory and a `task` no family has
+    where: str,  # "problem 'name'", for messages
+) -> tuple[str, ...]:
+    "Its menu, once its slots, menu and budget fit the model of the factory's first task (RNG untouched)."
+    if problem.settings or problem.host is not None or problem.event is not None:
+        raise ValueError(
+            f"{where}: task {problem.task!r} is no registered family: its task_factory builds the data and the model, "
+            f"so it takes no settings, host or event (registered families: {', '.join(TASK_FAMILIES)})"
+        )
+    with torch.random.fork_rng(devices=[]):  # making a problem must not change what a seeded run draws next
+        task = problem.task_factory(0)
+        host = task.make_host(None)
+        slots = task_slots(host, problem.slots, task.example)
+        menu = None if problem.blueprints == BLUEPRINTS else problem.blueprints  # the default: the model's own
+        try:
+            model = MorphogeneticModel(host, slots, blueprints=menu)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+    n = count_parameters(model.host)
+    if problem.param_budget is not None and problem.param_budget < n:
+        raise ValueError(f"{where}: param_budget {problem.param_budget:,} is below the {n:,} parameters of its model")
+    return model.blueprints
+
 # %% ../../nbs/tamiyo/06_problems.ipynb #859e9f03
 @dataclass(frozen=True)
 class GrowthProblem:
@@ -95,20 +120,6 @@ class GrowthProblem:
             if getattr(self, f) is not None:
                 object.__setattr__(self, f, tuple(getattr(self, f)))
         where = f"problem {self.name!r}"
-        if self.task not in TASK_FAMILIES:
-            raise ValueError(f"{where}: unknown task {self.task!r}; choose one of: {', '.join(TASK_FAMILIES)}")
-        family = TASK_FAMILIES[self.task]
-        try:
-            family.resolve(settings)
-        except ValueError as e:
-            raise ValueError(f"{where}: {e}") from None
-        if self.host is not None and self.host not in hosts_for(family.input_dims):
-            fits = ", ".join(hosts_for(family.input_dims))
-            raise ValueError(f"{where}: host {self.host!r} does not take {self.task}'s inputs; choose one of: {fits}")
-        try:
-            check_blueprint_menu(self.blueprints, _layout(family, self.host))
-        except ValueError as e:
-            raise ValueError(f"{where}: {e}") from None
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(
                 f"{where}: optimizer must be one of {', '.join(OPTIMIZERS)} or None (got {self.optimizer!r})"
@@ -131,6 +142,23 @@ class GrowthProblem:
                 f"{where}: compute_budget must be a number of host epochs >= 1 (an episode trains whole epochs) "
                 f"or None (got {c!r})"
             )
+        if self.task_factory is not None and self.task not in TASK_FAMILIES:  # data of your own: `task` is a label
+            object.__setattr__(self, "blueprints", _check_own(self, where))
+            return
+        if self.task not in TASK_FAMILIES:
+            raise ValueError(f"{where}: unknown task {self.task!r}; choose one of: {', '.join(TASK_FAMILIES)}")
+        family = TASK_FAMILIES[self.task]
+        try:
+            family.resolve(settings)
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+        if self.host is not None and self.host not in hosts_for(family.input_dims):
+            fits = ", ".join(hosts_for(family.input_dims))
+            raise ValueError(f"{where}: host {self.host!r} does not take {self.task}'s inputs; choose one of: {fits}")
+        try:
+            check_blueprint_menu(self.blueprints, _layout(family, self.host))
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
         _check_host(self, family, where)
         if self.event is not None:
             if not isinstance(self.event, DataShift):

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ...leyline import ActionSpace
-from ...kasmina import MorphogeneticModel
+from ...kasmina import MorphogeneticModel, task_slots
 from ...tamiyo.episode import Episode, EpisodeConfig
 from ...tamiyo.features import union_layout
 from ...tamiyo.problems import GrowthProblem, Suite
@@ -227,7 +227,8 @@ def make_env_states(
 # %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #ef00c888
 def slot_ids_of(task: Any, config: EpisodeConfig) -> tuple[str, ...]:
     "The seed slots the episodes' hosts will have, in host order."
-    return MorphogeneticModel(task.make_host(config.host), config.slots).slot_ids
+    host = task.make_host(config.host)
+    return MorphogeneticModel(host, task_slots(host, config.slots, task.example)).slot_ids
 
 
 def n_slots_of(task: Any, config: EpisodeConfig) -> int:
