@@ -33,7 +33,6 @@ ALLOWED: dict[str, int] = {
     "tamiyo/02_episode.ipynb": 5,
     "tamiyo/02b_loop.ipynb": 2,
     "tamiyo/06_problems.ipynb": 4,
-    "tamiyo/07_plan_search.ipynb": 4,
     "tamiyo/12_suite_report.ipynb": 3,
     "tasks/00_hosts.ipynb": 3,
     "tasks/00a_gpt.ipynb": 1,
