@@ -5,7 +5,8 @@ within the parameter budget) on the tune seeds; the best one per problem (the or
 suite (the best single rule) are then scored on the test seeds with the greedy rule and the heuristic. Prints and
 writes the per-problem table, the oracle's margin over the best of the three with its paired 95% CI, and a heatmap
 of problems x plans. Accuracies are on each task's test split. Episodes are cached (--cache): a rerun plays only
-what is missing.
+what is missing. With --epochs 1 3 5 7 each germination is tried at each of those planting epochs; --prune keeps
+that affordable by successive halving over the tune seeds; --problems plays a named subset of the suite.
 
     OMP_NUM_THREADS=1 python bench/suite_headroom.py --suite heldout --workers 2 --out runs/headroom
 """
@@ -20,7 +21,7 @@ from esper.cli import (OneLineParser, add_overwrite_argument, check_data_dir, ea
 from esper.leyline.files import OutputError, check_output_dir, check_output_file, figure_bytes, json_text, \
     relative_paths, write_files_atomic
 from esper.tamiyo.plan_search import REACTIVE_GRID, TEST_SEEDS, TUNE_SEEDS, PlayCache, search
-from esper.tamiyo.problems import SUITES, get_suite
+from esper.tamiyo.problems import SUITES, Suite, get_suite
 from esper.tasks.registry import TaskDataError
 from esper.cli.runs import stops_in_one_line
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
@@ -55,8 +56,9 @@ def markdown(r: dict) -> str:
     if "metric" in r:
         return markdown_in_metric(r)
     rivals = [k for k in ("best single rule", "greedy", "heuristic", "tuned reactive rule") if k in r["rival_means"]]
+    subset = f" ({r['subset']})" if "subset" in r else ""
     lines = [
-        f"Suite `{r['suite']}` v{r['version']}: test accuracy % (task test splits), mean over test seeds "
+        f"Suite `{r['suite']}` v{r['version']}{subset}: test accuracy % (task test splits), mean over test seeds "
         f"{', '.join(map(str, r['test_seeds']))}; plans chosen on tune seeds {', '.join(map(str, r['tune_seeds']))}.",
         "",
         "| problem | oracle plan | oracle | " + " | ".join(rivals) + " | margin |",
@@ -77,6 +79,11 @@ def markdown(r: dict) -> str:
         f"({r['best_rival']}): {r['margin']:+.2f} ± {r['margin_ci95']:.2f} points (paired 95% CI over problems x "
         f"seeds); at least 2 points on {r['problems_with_margin_2']} of {len(r['problems'])} problems.",
     ]
+    if "pruning" in r:
+        q = r["pruning"]
+        lines += ["", f"Pruned by successive halving over the tune seeds (each passes on the best {q['keep']:g} of "
+                  f"each problem's plans and of the single rules, at least {q['least']}): the search asked for "
+                  f"{q['episodes']} episodes, {q['episodes_unpruned']} without pruning."]
     return "\n".join(lines) + "\n"
 
 
@@ -120,6 +127,11 @@ def main(argv: list[str] | None = None) -> None:
                     help=f"seeds that report (default: {' '.join(map(str, TEST_SEEDS))})")
     ap.add_argument("--epochs", type=positive_int, nargs="+", default=[1],
                     help="planting epochs each germination of the plan search tries (default: 1)")
+    ap.add_argument("--prune", type=float, default=None, metavar="FRACTION",
+                    help="successive halving over the tune seeds: the fraction of each problem's plans (and of the "
+                         "single rules) that each tune seed passes on to the next, in (0, 1) (default: no pruning)")
+    ap.add_argument("--problems", nargs="+", default=None, metavar="NAME",
+                    help="play only these problems of the suite (default: all of them)")
     ap.add_argument("--reactive", action="store_true",
                     help=f"also tune the reactive rule on the tune seeds ({len(REACTIVE_GRID)} settings of "
                          "reactive:<k>/<x>) and report the best beside the other rivals")
@@ -132,6 +144,15 @@ def main(argv: list[str] | None = None) -> None:
         suite = get_suite(a.suite)
     except ValueError as e:
         ap.error(f"--suite: {e}")
+    if a.problems is not None:
+        unknown = [n for n in a.problems if n not in suite.names]
+        if unknown:
+            ap.error(f"--problems: suite {a.suite} has no problem {unknown[0]!r}; its problems: {', '.join(suite.names)}")
+        whole = len(suite)
+        suite = Suite(suite.name, suite.version, tuple(p for p in suite.problems if p.name in a.problems),
+                      suite.description, suite.held_out)
+    if a.prune is not None and not 0 < a.prune < 1:
+        ap.error(f"--prune {a.prune:g}: the fraction of plans kept at each tune seed must lie in (0, 1)")
     late = sorted({e for p in suite.problems for e in a.epochs if e >= p.max_epochs})
     if late:
         ap.error(f"--epochs {' '.join(map(str, late))}: a seed planted at or after an episode's last epoch never grows "
@@ -156,9 +177,11 @@ def main(argv: list[str] | None = None) -> None:
     with stops_in_one_line("suite_headroom.py", f"the episodes played so far are kept in {a.cache}"):
         try:
             r = search(suite, cache, a.workers, tuple(a.epochs), tuple(a.tune_seeds), tuple(a.test_seeds),
-                       on_row=on_row, reactive=REACTIVE_GRID if a.reactive else ())
+                       on_row=on_row, reactive=REACTIVE_GRID if a.reactive else (), prune=a.prune)
         except TaskDataError as e:  # data that cannot be read or fetched: one line, the episodes played are kept
             ap.exit(1, f"suite_headroom.py: error: {e}; the episodes played so far are kept in {a.cache}\n")
+    if a.problems is not None:
+        r["subset"] = f"{len(suite)} of its {whole} problems"
     r["seconds"] = round(time.perf_counter() - t0, 1)
     r["episodes_played"] = len(played)
     r["command"] = " ".join(["python bench/suite_headroom.py", *(argv if argv is not None else sys.argv[1:])])

@@ -50,8 +50,30 @@ def test_the_tuned_reactive_rule_joins_the_rivals(tmp_path, capsys):
     assert f"Tuned reactive rule: `{report['reactive_rule']}`" in table
 
 
+def test_pruning_plays_fewer_episodes_and_says_how_many(tmp_path, capsys):
+    "Issue 75: with planting epochs the search prunes by successive halving, and the report counts the episodes."
+    h = _headroom()
+    args = ["--suite", "tiny", "--problems", "digits-noisy", "--tune-seeds", "1000", "1001", "--test-seeds", "2000",
+            "--epochs", "1", "2", "--cache", str(tmp_path / "plays.jsonl")]
+    h.main(args + ["--prune", "0.25", "--out", str(tmp_path / "cut")])
+    table = capsys.readouterr().out
+    cut = json.loads((tmp_path / "cut" / "headroom.json").read_text())
+    q = cut["pruning"]
+    assert q["keep"] == 0.25 and q["episodes"] == cut["episodes_played"] < q["episodes_unpruned"]
+    assert f"the search asked for {q['episodes']} episodes, {q['episodes_unpruned']} without pruning" in table
+    assert [p["problem"] for p in cut["problems"]] == ["digits-noisy"] and cut["subset"] == "1 of its 2 problems"
+    assert "Suite `tiny` v1 (1 of its 2 problems)" in table
+    h.main(args + ["--out", str(tmp_path / "whole")])  # the pruned search's episodes are reused, the rest played
+    whole = json.loads((tmp_path / "whole" / "headroom.json").read_text())
+    assert "pruning" not in whole and "Pruned" not in capsys.readouterr().out
+    # the tune plays pruning left out, and the test plays of plans the pruned search did not choose
+    assert whole["episodes_played"] >= q["episodes_unpruned"] - q["episodes"] > 0
+
+
 @pytest.mark.parametrize("flags, message", [
     (["--suite", "nope"], "unknown suite 'nope'"),
+    (["--suite", "tiny", "--prune", "1"], "--prune 1: the fraction of plans kept at each tune seed must lie in (0, 1)"),
+    (["--suite", "tiny", "--problems", "nope"], "--problems: suite tiny has no problem 'nope'"),
     (["--suite", "tiny", "--tune-seeds", "2000"], "must not share a seed"),
 ])
 def test_bad_flags_end_in_one_line(tmp_path, capsys, flags, message):
