@@ -33,10 +33,9 @@ import platform
 import statistics
 import sys
 import tempfile
-import textwrap
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, as_completed, wait
 from datetime import datetime, timezone
@@ -51,8 +50,7 @@ from esper.cli import (OneLineParser, earlier_results, nonneg_int, positive_floa
                        seed_span_error)
 from esper.cli.runs import (PARTS_FILE, cpu_model, earlier_parts, git_state, part_of, parts_text, run_as_part,
                             stoppable_pool)
-from esper.leyline.files import (figure_bytes, json_text, relative_paths, write_files_atomic, write_json_atomic)
-from esper.leyline.stats import mean_ci95
+from esper.leyline.files import (json_text, relative_paths, write_files_atomic, write_json_atomic)
 from esper.simic.agent.checkpoint import read_checkpoint
 from esper.simic.agent.config import TrainingConfig
 from esper.simic.envs.env import PPOController, load_ppo_controller
@@ -66,9 +64,10 @@ from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.controllers import make_controller
 from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tamiyo.features import FEATURE_SETS, policy_layout, union_layout
+from esper.tamiyo.learning_report import (check_targets, controller_summary, markdown_report, plot_learning_curves,
+                                          plot_lifecycle, png, seed_summary)
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
 from esper.tamiyo.problems import SUITES, get_suite, split_config
-from esper.tamiyo.suite_report import COLLAPSED_ENTROPY, MIN_EXPLAINED_VARIANCE
 from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED, get_task
 from esper.tolaria import LR_SCHEDULES
 
@@ -104,8 +103,6 @@ EVAL_SEEDS = {"short": [2000, 2001, 2002, 2003, 2004],
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
                      "concurrent:conv_heavy,depthwise", "concurrent:conv_heavy,conv_small")
-#: Decisions counted per episode in lifecycle.png (keys of the history's `action_counts`).
-LIFECYCLE_OPS = ("GERMINATE", "PRUNE", "FOSSILIZE", "ADVANCE")
 
 
 # ----------------------------------------------------------------------------------------------- arguments
@@ -530,203 +527,13 @@ def baseline_job(name: str, eval_seed: int, setup: dict[str, Any]) -> dict[str, 
     return play(make_baseline(name, eval_seed), eval_seed, setup) | {"controller": name, "train_seed": None}
 
 
-# ----------------------------------------------------------------------------------------------- statistics
-
-def mean_ci(xs: list[float]) -> tuple[float, float|None]:
-    "Mean and the half-width of its 95% t confidence interval (None from a single value)."
-    m, half = mean_ci95(xs)
-    return m, (half if len(xs) > 1 else None)
-
-
-def _mean(rows: list[dict[str, Any]], key: str) -> float:
-    return statistics.fmean(r[key] for r in rows)
-
-
-def controller_summary(name: str, episodes: list[dict[str, Any]], ci_values: list[float], ci_over: str) -> dict:
-    "Means over a controller's episodes; the accuracy CI over `ci_values` (per-seed means for PPO, episodes else)."
-    _, ci = mean_ci(ci_values)
-    return {"controller": name, "episodes": len(episodes), "final_accuracy": _mean(episodes, "final_accuracy"),
-            "final_accuracy_ci95": ci, "ci_over": ci_over, "ci_n": len(ci_values),
-            "params_in_all": _mean(episodes, "params_in_all"), "params_added": _mean(episodes, "params_added"),
-            "germinated": _mean(episodes, "seeds_germinated"), "fossilized": _mean(episodes, "seeds_fossilized"),
-            "pruned": _mean(episodes, "seeds_pruned")}
-
-
-def most_grown(episodes: list[dict[str, Any]]) -> str:
-    "What a policy's evaluation episodes most often end with (`EpisodeResult.grown`), and in how many of them."
-    grown, n = Counter(e.get("grown", "") for e in episodes).most_common(1)[0]
-    return f"{grown or 'nothing'} ({n}/{len(episodes)})"
-
-
-def seed_summary(trained: dict[str, Any], episodes: list[dict[str, Any]]) -> dict[str, Any]:
-    "One training seed: its greedy evaluation, its critic, its entropies and its learning curve."
-    history = trained["history"]
-    last_quarter = history[-max(1, math.ceil(len(history) / 4)):]
-    ev = [r["explained_variance"] for r in last_quarter if r.get("explained_variance") is not None]
-    heads = sorted({k for r in history for k in r if k.startswith("head_entropy/")})
-    curve = [{"episodes": r["episodes"], "batch": r["batch"], "eval_accuracy": r["eval_accuracy"],
-              "eval_params_added": r["eval_params_added"], "train_accuracy": r["avg_accuracy"],
-              "explained_variance": r.get("explained_variance"), "lr": r.get("lr")}
-             for r in history if "eval_accuracy" in r]
-    return {"train_seed": trained["train_seed"], "final_accuracy": _mean(episodes, "final_accuracy"),
-            "params_in_all": _mean(episodes, "params_in_all"), "params_added": _mean(episodes, "params_added"),
-            "germinated": _mean(episodes, "seeds_germinated"), "fossilized": _mean(episodes, "seeds_fossilized"),
-            "pruned": _mean(episodes, "seeds_pruned"),
-            "germinates_every_episode": all(e["seeds_germinated"] >= 1 for e in episodes),
-            "grown": most_grown(episodes),
-            "explained_variance_last_quarter": statistics.fmean(ev) if ev else None,
-            "updates": len(history),
-            "min_head_entropy": {k.split("/", 1)[1]: min(r[k] for r in history if k in r) for k in heads},
-            "train_seconds": trained["train_seconds"], "curve_eval_seconds": trained["curve_eval_seconds"],
-            "checkpoint": trained["checkpoint"], "curve": curve}
-
-
-def best_rule_name(summary: dict[str, dict]) -> str:
-    "The fixed rule of a run's summary with the best mean accuracy on its evaluation seeds."
-    rules = [name for name in summary if name.startswith(("schedule:", "concurrent:"))]
-    return max(rules, key=lambda name: summary[name]["final_accuracy"])
-
-
-def check_targets(preset: str, summary: dict[str, dict], seeds: list[dict]) -> list[dict[str, Any]]:
-    "The preset's targets for PPO, each with the measured value and PASS/FAIL."
-    ppo, heuristic = summary["ppo"], summary["heuristic"]["final_accuracy"]
-    best_rule = summary[best_rule_name(summary)]
-    worst = min(seeds, key=lambda s: s["final_accuracy"])
-    targets = []
-
-    def target(text: str, value: str, ok: bool) -> None:
-        targets.append({"target": text, "value": value, "pass": bool(ok)})
-
-    if preset == "short":
-        target(f"every seed >= heuristic - 1 pt ({heuristic - 1:.1f})",
-               f"worst: seed {worst['train_seed']} {worst['final_accuracy']:.1f}",
-               worst["final_accuracy"] >= heuristic - 1)
-        target(f"mean >= heuristic + 3 pts ({heuristic + 3:.1f})", f"{ppo['final_accuracy']:.1f}",
-               ppo["final_accuracy"] >= heuristic + 3)
-    else:
-        target("mean >= 90%", f"{ppo['final_accuracy']:.1f}", ppo["final_accuracy"] >= 90)
-        target("params in all <= 2,500", f"{ppo['params_in_all']:,.0f}", ppo["params_in_all"] <= 2500)
-    mean, rule = _apart(ppo["final_accuracy"], best_rule["final_accuracy"])
-    target(f"mean >= best fixed rule ({best_rule['controller']} {rule})", mean + _paired(seeds, best_rule),
-           ppo["final_accuracy"] >= best_rule["final_accuracy"])
-    evs = [s["explained_variance_last_quarter"] for s in seeds]
-    low = [s["train_seed"] for s, v in zip(seeds, evs) if v is None or v < MIN_EXPLAINED_VARIANCE]
-    target(f"every seed: explained variance over the last quarter of updates >= {MIN_EXPLAINED_VARIANCE}",
-           "min " + _fmt(min((v for v in evs if v is not None), default=None), ".2f")
-           + (f" (below: seeds {low})" if low else ""), not low)
-    lowest = {s["train_seed"]: min(s["min_head_entropy"].values(), default=None) for s in seeds}
-    stuck = [k for k, s in zip(lowest, seeds) if lowest[k] is not None and lowest[k] < COLLAPSED_ENTROPY
-             and s["final_accuracy"] < best_rule["final_accuracy"]]
-    target(f"every seed: no head's entropy fell below {COLLAPSED_ENTROPY} while the policy ends below the best rule",
-           "min head entropy " + _fmt(min((v for v in lowest.values() if v is not None), default=None), ".3f")
-           + (f" (collapsed and below the rule: seeds {stuck})" if stuck else ""), not stuck)
-    idle = [s["train_seed"] for s in seeds if not s["germinates_every_episode"]]
-    target("every seed: a germinating policy (>= 1 seed germinated in every eval episode)",
-           f"seeds that do not: {idle}" if idle else "all", not idle)
-    return targets
-
-
-# ----------------------------------------------------------------------------------------------- report
-
-def _apart(a: float, b: float) -> tuple[str, str]:
-    "Two accuracies with one decimal, or with as many (up to 3) as it takes to show that they differ."
-    for places in (1, 2, 3):
-        pair = f"{a:.{places}f}", f"{b:.{places}f}"
-        if a == b or pair[0] != pair[1]: return pair
-    return pair
-
-
-def _paired(seeds: list[dict], rule: dict) -> str:
-    "Each policy less the rule on the same evaluation seeds, and the mean of that with its 95% CI over the policies."
-    gaps = [s["final_accuracy"] - rule["final_accuracy"] for s in seeds]
-    m, ci = mean_ci(gaps)
-    return (f" (policy - rule, paired: {', '.join(f'{g:+.2f}' for g in gaps)}"
-            + (f"; {m:+.2f} ± {ci:.2f})" if ci is not None else ")"))
-
-
-def _fmt(v: float|None, spec: str) -> str:
-    return "n/a" if v is None else format(v, spec)
-
-
-def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], targets: list[dict],
-                    target_note: str) -> str:
-    "The controller table, the per-seed PPO table and the targets, in markdown."
-    out = [f"**{title}**", "",
-           "| controller | test acc % (mean ± 95% CI) | params in all | params added |", "|---|---|---|---|"]
-    for r in summary.values():
-        out.append(f"| {r['controller']} | {r['final_accuracy']:.1f} ± {_fmt(r['final_accuracy_ci95'], '.1f')} "
-                   f"| {r['params_in_all']:,.0f} | {r['params_added']:,.0f} |")
-    out += ["", "CI: over per-training-seed means for ppo, over evaluation episodes for the others.", "",
-            "| PPO seed | test acc % | params in all | params added | grown (most eval episodes) "
-            "| germinated / fossilized / pruned per episode | explained var (last quarter) | min head entropy "
-            "| train s |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for s in seeds:
-        ent = ", ".join(f"{k} {v:.2f}" for k, v in s["min_head_entropy"].items())
-        out.append(f"| {s['train_seed']} | {s['final_accuracy']:.1f} | {s['params_in_all']:,.0f} "
-                   f"| {s['params_added']:,.0f} | {s.get('grown', '')} "
-                   f"| {s['germinated']:.1f} / {s['fossilized']:.1f} / {s['pruned']:.1f} "
-                   f"| {_fmt(s['explained_variance_last_quarter'], '.2f')} | {ent} | {s['train_seconds']:.0f} |")
-    out += ["", f"Targets ({target_note}):", "", "| target | value | result |", "|---|---|---|"]
-    out += [f"| {t['target']} | {t['value']} | {'PASS' if t['pass'] else 'FAIL'} |" for t in targets]
-    return "\n".join(out) + "\n"
+# ----------------------------------------------------------------------------------------------- results
 
 
 #: The result set the benchmark writes into --out, all or nothing, once every job is done.
 RESULT_FILES = ("results.json", "table.md", "learning_curves.png", "lifecycle.png")
 #: The same with --suite (the suite benchmark below).
 SUITE_FILES = ("results.json", "table.md", "paired.png", "scatter.png", "plans.png", "learning_curves.png")
-
-
-def png(fig: Any) -> bytes:
-    "A matplotlib figure as the bytes of a PNG file; the figure is closed."
-    import matplotlib.pyplot as plt
-    try:
-        return figure_bytes(fig, dpi=100)
-    finally:
-        plt.close(fig)
-
-
-def plot_learning_curves(seeds: list[dict], summary: dict[str, dict], title: str) -> Any:
-    "Greedy accuracy on the curve seeds against training episodes, one line per seed; baselines dashed."
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    for i, s in enumerate(seeds):
-        xs = [c["episodes"] for c in s["curve"]]
-        ax.plot(xs, [c["eval_accuracy"] for c in s["curve"]], marker="o", ms=3, color=f"C{i % 10}",
-                label=f"PPO seed {s['train_seed']}")
-    baselines = [r for name, r in summary.items() if name != "ppo"]
-    colors = plt.cm.Greys([0.35 + 0.6 * i / max(len(baselines) - 1, 1) for i in range(len(baselines))])
-    for r, color, dash in zip(baselines, colors, ([6, 2], [2, 2], [6, 2, 2, 2], [8, 3, 2, 3, 2, 3], [1, 1]) * 4):
-        ax.axhline(r["final_accuracy"], color=color, dashes=dash, lw=1.2,
-                   label=f"{r['controller']} {r['final_accuracy']:.1f} (eval seeds)")
-    ax.set(xlabel="training episodes", ylabel="greedy test accuracy on curve seeds (%)")
-    ax.set_title(textwrap.fill(title, 110), fontsize=9)  # a long title (budget, rent) would be clipped
-    ax.grid(alpha=.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
-    return fig
-
-
-def plot_lifecycle(seeds: list[dict], histories: dict[int, list[dict]], title: str) -> Any:
-    "Lifecycle decisions per training episode (attempts: a gate may refuse an ADVANCE), a panel per op."
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(LIFECYCLE_OPS), figsize=(3.2 * len(LIFECYCLE_OPS), 3.2), sharex=True)
-    for i, s in enumerate(seeds):
-        history = histories[s["train_seed"]]
-        xs = [r["episodes"] for r in history]
-        for ax, op in zip(axes, LIFECYCLE_OPS):
-            per_episode = [r["action_counts"].get(op, 0) / len(r["env_accuracies"]) for r in history]
-            ax.plot(xs, per_episode, color=f"C{i % 10}", lw=1.2, label=f"seed {s['train_seed']}")
-    for ax, op in zip(axes, LIFECYCLE_OPS):
-        ax.set(title=op.lower(), xlabel="training episodes")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=.3)
-    axes[0].set_ylabel("decisions per episode")
-    axes[-1].legend(fontsize=7)
-    fig.suptitle(textwrap.fill(title, 150), fontsize=10)
-    fig.tight_layout()
-    return fig
 
 
 # ----------------------------------------------------------------------------------------------- the suite benchmark

@@ -134,11 +134,11 @@ def _bench_module(name: str):
 
 
 def test_the_rule_target_shows_the_decimals_that_decide_it():
-    bl = _bench_module("bench_learning")
+    from esper.tamiyo.learning_report import check_targets
     row = lambda name, acc: {"controller": name, "final_accuracy": acc, "params_in_all": 2258}
     seed = {"train_seed": 0, "final_accuracy": 90.0, "min_head_entropy": {"action": 0.1},
             "explained_variance_last_quarter": 0.9, "germinates_every_episode": True}
-    rule = lambda acc: next(t for t in bl.check_targets("full", {
+    rule = lambda acc: next(t for t in check_targets("full", {
         "heuristic": row("heuristic", 87.6), "concurrent:conv_heavy+conv_small": row("concurrent:conv_heavy+conv_small",
         90.42), "ppo": row("ppo", acc)}, [seed]) if "best fixed rule" in t["target"])
     close = rule(90.416)  # 24 of 25 episodes equal to the rule's, one 0.1 below: 90.4 against 90.4 would read as a pass
@@ -149,21 +149,21 @@ def test_the_rule_target_shows_the_decimals_that_decide_it():
 
 
 def test_the_rule_target_pairs_each_policy_with_the_rule_on_the_same_seeds():
-    bl = _bench_module("bench_learning")
+    from esper.tamiyo.learning_report import _paired
     rule = {"controller": "concurrent:conv_heavy+conv_small", "final_accuracy": 90.07}
     seeds = [{"final_accuracy": a} for a in (89.98, 90.07, 90.07, 90.07, 90.07)]
-    assert bl._paired(seeds, rule) == " (policy - rule, paired: -0.09, +0.00, +0.00, +0.00, +0.00; -0.02 ± 0.05)"
-    assert bl._paired(seeds[:1], rule) == " (policy - rule, paired: -0.09)"  # one policy: no interval
+    assert _paired(seeds, rule) == " (policy - rule, paired: -0.09, +0.00, +0.00, +0.00, +0.00; -0.02 ± 0.05)"
+    assert _paired(seeds[:1], rule) == " (policy - rule, paired: -0.09)"  # one policy: no interval
 
 
 def test_a_collapsed_head_fails_only_a_policy_that_ends_below_the_best_rule():
-    bl = _bench_module("bench_learning")
+    from esper.tamiyo.learning_report import check_targets
     row = lambda name, acc: {"controller": name, "final_accuracy": acc, "params_in_all": 2000}
     summary = {"static": row("static", 40), "heuristic": row("heuristic", 70),
                "concurrent:conv_heavy+conv_small": row("concurrent:conv_heavy+conv_small", 80), "ppo": row("ppo", 79)}
     seed = lambda k, acc, entropy: {"train_seed": k, "final_accuracy": acc, "min_head_entropy": {"action": entropy},
                                     "explained_variance_last_quarter": 0.7, "germinates_every_episode": True}
-    target = lambda seeds: next(t for t in bl.check_targets("short", summary, seeds) if "entropy" in t["target"])
+    target = lambda seeds: next(t for t in check_targets("short", summary, seeds) if "entropy" in t["target"])
     ok = target([seed(0, 80, 0.001), seed(1, 78, 0.2)])  # collapsed at the rule's level; below it, still exploring
     assert ok["pass"] and ok["value"] == "min head entropy 0.001", ok
     bad = target([seed(0, 80, 0.2), seed(1, 78, 0.005)])

@@ -25,6 +25,7 @@ import bench_learning as bl  # (the benchmark's episode settings, play() and tas
 from esper.cli import OneLineParser, positive_int, DistinctSeeds, seed_int
 from esper.leyline.files import write_json_atomic
 from esper.cli.runs import stoppable_pool, stops_in_one_line
+from esper.tamiyo.learning_report import best_rule_name
 
 EPISODE_KEYS = ("max_epochs", "max_batches", "lr_schedule", "param_budget")  # what play() needs of a run's config
 
@@ -94,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             held_out = played([(chosen[k], s) for k in seeds for s in eval_seeds])
     except UnreadablePolicy as e:  # the pool has stopped its workers; nothing was written
         ap.error(f"--run: {e}")
-    rule_name = bl.best_rule_name(results["summary"])
+    rule_name = best_rule_name(results["summary"])
     rule = by_seed([e for e in results["episodes"] if e["controller"] == rule_name], "final_accuracy")
     print(f"best rule {rule_name}: {statistics.fmean(rule.values()):.2f}% on evaluation seeds {eval_seeds}; "
           f"choice on validation seeds {args.validation_seeds}")
