@@ -27,7 +27,6 @@ import hashlib
 import importlib.util
 import io
 import json
-import math
 import os
 import platform
 import statistics
@@ -50,28 +49,20 @@ from esper.cli import (OneLineParser, earlier_results, nonneg_int, positive_floa
                        seed_span_error)
 from esper.cli.runs import (PARTS_FILE, cpu_model, earlier_parts, git_state, part_of, parts_text, run_as_part,
                             stoppable_pool)
-from esper.leyline.files import (json_text, relative_paths, write_files_atomic, write_json_atomic)
-from esper.simic.agent.checkpoint import read_checkpoint
-from esper.simic.agent.config import TrainingConfig
-from esper.simic.envs.env import PPOController, load_ppo_controller
+from esper.leyline.files import (json_text, relative_paths, write_files_atomic)
+from esper.simic.envs.env import load_ppo_controller
 from esper.simic.envs.parallel_env_state import EpisodeSpec, problem_slots
-from esper.simic.envs.rewards import RewardConfig
-from esper.simic.trainers.run_settings import RunSettings
-from esper.simic.trainers.schedules import episode_seed
-from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.tamiyo import suite_report as sb
-from esper.tamiyo.baselines import ScheduleTamiyo
-from esper.tamiyo.controllers import make_controller
-from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tamiyo.features import FEATURE_SETS, policy_layout, union_layout
+from esper.simic.trainers.learning_jobs import (TASK, baseline_job, check_resume_files, ppo_eval_job, reward_config,
+                                              schedule_name, train_job, training_task_seeds)
 from esper.tamiyo.learning_report import (check_targets, controller_summary, markdown_report, plot_learning_curves,
                                           plot_lifecycle, png, seed_summary)
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
-from esper.tamiyo.problems import SUITES, get_suite, split_config
-from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED, get_task
+from esper.tamiyo.problems import SUITES, get_suite
+from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED
 from esper.tolaria import LR_SCHEDULES
 
-TASK = "mnist1d"
 #: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them. PPO's learning rate, GAE lambda and
 #: entropy coefficient at the start of the run are preset values below (None = TrainingConfig's default).
 PPO_SETTINGS = {"entropy_coef_end": 0.01, "entropy_anneal_episodes": 240}
@@ -367,164 +358,6 @@ def changed_flags(ap: argparse.ArgumentParser, argv: list[str] | None, out: Path
             return (f"--resume continues the run in {out}, made with {flag} {shown(before.get(dest))}; this one "
                     f"gives {shown(value)}: give the same, or --overwrite to start again")
     return None
-
-
-def check_resume_files(folder: Path) -> None:
-    "Refuse (ValueError, one line naming the file) a seed folder whose checkpoint or clock a resumed run can't trust."
-    checkpoint = folder / "agent.pt"
-    if checkpoint.exists():  # checksums, entries, finite weights and the trainer state a resume reads
-        if "trainer" not in read_checkpoint(checkpoint):
-            raise ValueError(f"{checkpoint} holds no trainer state, so its run cannot resume; move it away")
-    read_clock(folder / "clock.json")
-
-
-def training_task_seeds(train_seeds: list[int], episodes: int, per_seed: int = 1) -> set[int]:
-    "Every task seed a training episode uses (episode i of run k: `episode_seed(k, i // per_seed)`)."
-    return {episode_seed(k, i // per_seed) for k in train_seeds for i in range(episodes)}
-
-
-def schedule_name(spec: str) -> str:
-    "A fixed rule's controller name from `a,b` or `concurrent:a,b` (raises on unknown blueprints)."
-    concurrent = spec.startswith("concurrent:")
-    return ScheduleTamiyo(tuple(spec.removeprefix("concurrent:").split(",")), concurrent=concurrent).name
-
-
-# ----------------------------------------------------------------------------------------------- jobs (workers)
-
-def episode_config(setup: dict[str, Any]) -> EpisodeConfig:
-    "How every evaluation episode trains: the same epochs and batches as the training episodes."
-    return EpisodeConfig(max_epochs=setup["max_epochs"], max_batches=setup["max_batches"],
-                         lr_schedule=setup["lr_schedule"], param_budget=setup["param_budget"])
-
-
-def play(controller: Any, task_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
-    "One episode on `task_seed`, run as `esper-train compare` runs it: the task shuffled and the model seeded with it."
-    task = get_task(TASK, seed=task_seed)  # a held-out task seed (1000 and up) draws data of its own
-    result = run_episode(task, controller, episode_config(setup), seed=task_seed)
-    return result.to_dict() | {"eval_seed": task_seed, "params_in_all": result.host_params + result.params_added}
-
-
-class CurveProbe:
-    "`on_update` callback: greedy episodes on the curve seeds every `eval_every` episodes and after the last update."
-    def __init__(self, setup: dict[str, Any], clock: Path|None=None):
-        self.setup, self.clock = setup, clock
-        self.next_at = setup["eval_every"]
-        self.seconds, self.trained = 0.0, False
-        self.t0, self.before = time.perf_counter(), read_clock(clock)
-
-    def __call__(self, agent: Any, record: dict[str, Any]) -> None:
-        self.trained = True
-        episodes = record["episodes"]
-        last = episodes >= self.setup["episodes"]
-        if episodes < self.next_at and not last:
-            self.tick()
-            return
-        while self.next_at <= episodes: self.next_at += self.setup["eval_every"]
-        t0 = time.perf_counter()
-        rows = curve_rows(PPOController(agent), self.setup)  # greedy, the normaliser frozen
-        record["eval_accuracy"] = statistics.fmean(r["final_accuracy"] for r in rows)
-        record["eval_params_added"] = statistics.fmean(r["params_added"] for r in rows)
-        if self.setup.get("keep_policies") and self.clock is not None:  # beside the seed's checkpoint
-            agent.save(self.clock.parent / "policies" / f"episode{episodes:04d}.pt")
-        self.seconds += time.perf_counter() - t0
-        self.tick()
-
-    def elapsed(self) -> float:
-        "Training seconds so far, runs cut short and resumed included (a resumed run that had finished adds none)."
-        return self.before + (time.perf_counter() - self.t0 if self.trained else 0.0)
-
-    def tick(self) -> None:
-        "Keep the elapsed time beside the checkpoint, so that a resumed run reports its whole training time."
-        if self.clock is not None: write_json_atomic(self.clock, {"train_seconds": self.elapsed()})
-
-
-def curve_rows(controller: Any, setup: dict[str, Any]) -> list[dict[str, Any]]:
-    "The learning curve's episodes: the task on the curve seeds, or with a suite every --curve-suite problem on them."
-    if not setup.get("curve_suite"):
-        return [play(controller, s, setup) for s in setup["curve_seeds"]]
-    from esper.tamiyo.suite_report import play_policy
-    from esper.tamiyo.problems import get_suite
-    acts, curve = get_suite(setup["train_suite"]), get_suite(setup["curve_suite"])
-    return [play_policy(controller, acts, p, s) for p in curve.problems for s in setup["curve_seeds"]]
-
-
-def read_clock(clock: Path|None) -> float:
-    "Seconds a cut-short run of this seed had trained (0 without one); a damaged clock is a one-line ValueError."
-    if clock is None or not clock.exists(): return 0.0
-    fix = "delete it (that seed's training time then counts from 0)"
-    try:
-        saved = json.loads(clock.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{clock} is unreadable ({type(e).__name__}: {' '.join(str(e).split())}); {fix}") from None
-    seconds = saved.get("train_seconds") if isinstance(saved, dict) else None
-    if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"{clock} has train_seconds {seconds!r}, expected a finite number >= 0; {fix}")
-    return float(seconds)
-
-
-def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
-    "Train one PPO policy (run seed `train_seed`) with its learning curve; saves seed<k>/agent.pt and history.json."
-    torch.set_num_threads(1)
-    folder = Path(setup["out"]) / f"seed{train_seed}"
-    checkpoint = folder / "agent.pt"
-    resume = setup["resume"] and checkpoint.exists()
-    if not resume and (folder / "clock.json").exists(): (folder / "clock.json").unlink()
-    probe = CurveProbe(setup, folder / "clock.json")
-    _, history = train_ppo_vectorized(run_settings(train_seed, setup, checkpoint, resume), on_update=probe)
-    seconds = probe.elapsed()
-    write_json_atomic(folder / "history.json", history)
-    return {"train_seed": train_seed, "checkpoint": str(folder / "agent.pt"), "history": history,
-            "train_seconds": seconds, "curve_eval_seconds": probe.seconds}
-
-
-def reward_config(setup: dict[str, Any]) -> RewardConfig:
-    "PPO's reward weights: RewardConfig's defaults except where the preset or a flag sets one."
-    given = {k: setup[k] for k in ("rent_weight", "contribution_weight", "unkept_weight") if setup.get(k) is not None}
-    return RewardConfig(**given)
-
-
-def run_settings(train_seed: int, setup: dict[str, Any], checkpoint: Path, resume: bool) -> RunSettings:
-    "The one settings object of training seed `train_seed`'s PPO run: its episodes, agent, checkpoint and workers."
-    ppo = dict(setup["ppo"])  # TrainingConfig fields, and the ramps in episodes (the run's settings)
-    ramps = {k: ppo.pop(k) for k in ("entropy_anneal_episodes", "lr_anneal_episodes") if k in ppo}
-    if setup.get("train_suite"):  # the suite's problems set the task, host, budgets and length of every episode
-        from esper.tamiyo.problems import get_suite
-        spec = EpisodeSpec(get_suite(setup["train_suite"]), reward_config(setup))
-    else:
-        problem, base = split_config(episode_config(setup), TASK)
-        spec = EpisodeSpec(problem, reward_config(setup), base=base)
-    return RunSettings(
-        spec,
-        TrainingConfig(**ppo),
-        n_episodes=setup["episodes"],
-        episodes_per_update=setup["n_envs"],
-        seed=train_seed,
-        episodes_per_task_seed=setup["episodes_per_task_seed"],
-        group_baseline=setup["group_baseline"],
-        **ramps,
-        blueprint_offer_episodes=setup["blueprint_offer_episodes"],
-        save_path=str(checkpoint),
-        resume=str(checkpoint) if resume else None,
-        workers=setup["env_workers"],
-    )
-
-
-def ppo_eval_job(train_seed: int, checkpoint: str, eval_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
-    "The trained policy of `train_seed`, greedy, on one evaluation seed."
-    torch.set_num_threads(1)
-    return play(load_ppo_controller(checkpoint), eval_seed, setup) | {"controller": "ppo", "train_seed": train_seed}
-
-
-def make_baseline(name: str, eval_seed: int) -> Any:
-    "A baseline controller by name: static, random (seeded by the eval seed), heuristic, schedule:/concurrent:<a>+<b>."
-    if name.startswith(("schedule:", "concurrent:")): return ScheduleTamiyo.from_name(name)
-    return make_controller(name, seed=eval_seed)
-
-
-def baseline_job(name: str, eval_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
-    "One baseline controller on one evaluation seed."
-    torch.set_num_threads(1)
-    return play(make_baseline(name, eval_seed), eval_seed, setup) | {"controller": name, "train_seed": None}
 
 
 # ----------------------------------------------------------------------------------------------- results

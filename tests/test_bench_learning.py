@@ -253,10 +253,12 @@ def test_refuses_bad_ppo_settings_in_one_line(tmp_path, capsys, flags, line):
 def test_reward_weights_are_the_presets_unless_a_flag_sets_one(tmp_path):
     bl = _bench_module("bench_learning")
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
-    weights = lambda args: bl.reward_config({"rent_weight": args.rent_weight,
+    from esper.simic.envs.rewards import RewardConfig
+    from esper.simic.trainers.learning_jobs import reward_config
+    weights = lambda args: reward_config({"rent_weight": args.rent_weight,
                                              "contribution_weight": args.contribution_weight,
                                              "unkept_weight": args.unkept_weight})
-    assert weights(resolve("--preset", "short")) == bl.RewardConfig()  # RewardConfig's defaults
+    assert weights(resolve("--preset", "short")) == RewardConfig()  # RewardConfig's defaults
     full = weights(resolve("--preset", "full"))
     assert (full.rent_weight, full.contribution_weight) == (0.0, 0.1)  # a fifth of RewardConfig's payment
     set_both = weights(resolve("--preset", "short", "--contribution-weight", "0", "--rent-weight", "0.1"))
@@ -279,13 +281,14 @@ def test_each_preset_has_its_held_out_seeds_unless_a_flag_names_them(tmp_path):
 
 
 def test_episodes_that_share_task_seeds_are_checked_and_held_out(tmp_path, capsys):
+    from esper.simic.trainers.learning_jobs import training_task_seeds
     bl = _bench_module("bench_learning")
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
     shared = resolve("--preset", "full", "--episodes-per-task-seed", "4", "--group-baseline")
     assert (shared.episodes_per_task_seed, shared.group_baseline) == (4, True)
     assert shared.overrides == {"episodes_per_task_seed": 4, "group_baseline": True}  # the table says it
     assert resolve("--preset", "full").overrides == {}
-    assert bl.training_task_seeds([2], 8, 4) == {2, 3} and bl.training_task_seeds([2], 3) == {2, 3, 4}
+    assert training_task_seeds([2], 8, 4) == {2, 3} and training_task_seeds([2], 3) == {2, 3, 4}
     for argv, says in ((["--episodes-per-task-seed", "3"], "must divide --n-envs 8"),
                        (["--group-baseline"], "needs --episodes-per-task-seed >= 2"),
                        (["--episodes", "16", "--train-seeds", "0", "--episodes-per-task-seed", "2", "--eval-seeds",
@@ -296,10 +299,10 @@ def test_episodes_that_share_task_seeds_are_checked_and_held_out(tmp_path, capsy
 
 
 def test_resuming_a_finished_seed_adds_no_training_time(tmp_path):
-    bl = _bench_module("bench_learning")
+    from esper.simic.trainers.learning_jobs import CurveProbe
     clock = tmp_path / "clock.json"
     clock.write_text(json.dumps({"train_seconds": 797.0}))
-    probe = bl.CurveProbe({"eval_every": 16, "episodes": 320, "curve_seeds": []}, clock)
+    probe = CurveProbe({"eval_every": 16, "episodes": 320, "curve_seeds": []}, clock)
     time.sleep(0.05)  # time passes in this process, but no update ran
     assert probe.elapsed() == 797.0
     probe(None, {"episodes": 8})  # an update (no curve episode due yet): its time now counts, and the clock keeps it
