@@ -19,6 +19,9 @@ the suite benchmark's section below and `make bench-suite`.
 A tiny run that checks the plumbing in seconds:
     python bench/bench_learning.py --episodes 4 --n-envs 2 --max-epochs 3 --max-batches 2 --train-seeds 0 1 \\
         --eval-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --schedules conv_small --out /tmp/bl
+
+This script parses and checks the flags, runs the jobs and prints; the jobs are esper.simic.trainers.learning_jobs
+(and suite_jobs for --suite), the summaries, targets, tables and figures esper.tamiyo.learning_report (suite_report).
 """
 import argparse
 import contextlib
@@ -49,8 +52,8 @@ from esper.simic.trainers.learning_jobs import (TASK, baseline_job, check_resume
 from esper.simic.trainers.suite_jobs import MASKABLE_SKIP, InProcess, play_all
 from esper.tamiyo import suite_report as sb
 from esper.tamiyo.features import FEATURE_SETS, policy_layout, union_layout
-from esper.tamiyo.learning_report import (check_targets, controller_summary, markdown_report, plot_learning_curves,
-                                          plot_lifecycle, png, seed_summary)
+from esper.tamiyo.learning_report import (check_targets, markdown_report, plot_learning_curves, plot_lifecycle, png,
+                                          seed_summary, summarize_runs)
 from esper.tamiyo.plan_search import Play, PlayCache, plan_controllers
 from esper.tamiyo.problems import SUITES, get_suite
 from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED
@@ -355,7 +358,6 @@ def changed_flags(ap: argparse.ArgumentParser, argv: list[str] | None, out: Path
 
 # ----------------------------------------------------------------------------------------------- results
 
-
 #: The result set the benchmark writes into --out, all or nothing, once every job is done.
 RESULT_FILES = ("results.json", "table.md", "learning_curves.png", "lifecycle.png")
 #: The same with --suite (the suite benchmark below).
@@ -587,16 +589,7 @@ def main(argv: list[str]|None=None) -> int:
     parts, this_part = earlier_parts(args.out, args.resume, "bench_learning.py"), part_of(started, t0, config)
     # Ctrl-C or SIGTERM: the checkpoints written stay valid, and the part is recorded
     trained, rows = run_as_part(args.out, parts, this_part, kept, lambda: run_jobs(args, setup), "bench_learning.py")
-    ppo_rows = {k: [r for r in rows if r["controller"] == "ppo" and r["train_seed"] == k] for k in args.train_seeds}
-    seeds = [seed_summary(t, ppo_rows[t["train_seed"]]) for t in trained]
-    summary = {}
-    for name in list(BASELINES) + args.schedules:
-        episodes = [r for r in rows if r["controller"] == name]
-        summary[name] = controller_summary(name, episodes, [e["final_accuracy"] for e in episodes], "eval seeds")
-    summary["ppo"] = controller_summary("ppo", [r for r in rows if r["controller"] == "ppo"],
-                                        [s["final_accuracy"] for s in seeds], "training seeds")
-    summary["ppo"] |= {"train_seconds_total": sum(t["train_seconds"] for t in trained),
-                       "train_seconds_max": max(t["train_seconds"] for t in trained)}
+    summary, seeds = summarize_runs(trained, rows, list(BASELINES) + args.schedules)
     targets = check_targets(args.preset, summary, seeds)
     changed = ", ".join(f"{k}={v}" for k, v in args.overrides.items())
     note = f"{args.preset} preset" + (f"; flags changed it ({changed}): indicative only" if changed else "")
