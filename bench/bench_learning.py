@@ -49,12 +49,12 @@ from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.simic.envs.parallel_env_state import EpisodeSpec, problem_slots
 from esper.simic.trainers.learning_jobs import (TASK, baseline_job, check_resume_files, ppo_eval_job, schedule_name,
                                               train_job, training_task_seeds)
-from esper.simic.trainers.suite_jobs import MASKABLE_SKIP, InProcess, play_all
+from esper.simic.trainers.suite_jobs import MASKABLE_SKIP, InProcess, play_all, summarize_suite
 from esper.tamiyo import suite_report as sb
 from esper.tamiyo.features import FEATURE_SETS, policy_layout, union_layout
 from esper.tamiyo.learning_report import (check_targets, markdown_report, plot_learning_curves, plot_lifecycle, png,
-                                          seed_summary, summarize_runs)
-from esper.tamiyo.plan_search import Play, PlayCache, plan_controllers
+                                          summarize_runs)
+from esper.tamiyo.plan_search import PlayCache
 from esper.tamiyo.problems import SUITES, get_suite
 from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED
 from esper.tolaria import LR_SCHEDULES
@@ -445,16 +445,10 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
             return play_all(pool, pool, args, setup, cache, progress)
 
     played = run_as_part(Path(args.out), parts, this_part, kept, body)
-    headroom, oracle, rule, rows = played["headroom"], played["oracle"], played["rule"], played["rows"]
-    trained, ppo_rows, skipped = played["trained"], played["ppo_rows"], played["skipped"]
+    headroom, rows, ppo_rows, skipped = played["headroom"], played["rows"], played["ppo_rows"], played["skipped"]
     notes = (skipped,) if skipped else ()
-    searched = [cache.rows[Play(p, c, s).key] | {"phase": "plan search"}  # every plan on the tune seeds
-                for p in suite.problems for c in plan_controllers(p) for s in tune]
-    summary = sb.suite_summary(suite, rows, oracle, rule, list(args.train_seeds), list(test))
-    seeds = [seed_summary(t, [r for r in ppo_rows if r["run_seed"] == t["train_seed"] and r["seed"] in test])
-             for t in trained]
-    targets = sb.suite_targets(summary, {s["train_seed"]: s["explained_variance_last_quarter"] for s in seeds},
-                               {s["train_seed"]: min(s["min_head_entropy"].values(), default=None) for s in seeds})
+    report = summarize_suite(played, args, cache)
+    summary, seeds, targets, searched = report["summary"], report["seeds"], report["targets"], report["searched"]
     table = sb.markdown_report(summary, targets, title, notes)
     config["wall_seconds"] = time.perf_counter() - t0
     config["parts"] = parts = parts + [this_part("complete")]

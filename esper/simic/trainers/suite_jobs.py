@@ -4,7 +4,8 @@
 
 # %% auto #0
 __all__ = ['MASKABLE_SKIP', 'PEER_ENVS', 'InProcess', 'when_done', 'progress_row', 'start_training', 'checkpoint_digest',
-           'ppo_job', 'play_trained', 'open_loop_rows', 'greedy', 'peer_key', 'maskable_job', 'start_peer', 'play_all']
+           'ppo_job', 'play_trained', 'open_loop_rows', 'greedy', 'peer_key', 'maskable_job', 'start_peer', 'play_all',
+           'summarize_suite']
 
 # %% ../../../nbs/simic/trainers/31_suite_jobs.ipynb #1cbbf92b
 import dataclasses
@@ -23,7 +24,8 @@ import torch
 from ..envs.env import load_ppo_controller
 from .learning_jobs import reward_config, train_job
 from ...tamiyo import suite_report as sb
-from ...tamiyo.plan_search import Play, PlayCache, as_played, run_plays, search
+from ...tamiyo.learning_report import seed_summary
+from ...tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
 from ...tamiyo.problems import get_suite
 
 # %% ../../../nbs/simic/trainers/31_suite_jobs.ipynb #2c2f1e77
@@ -364,3 +366,31 @@ def play_all(
         "ppo_rows": ppo_rows,
         "skipped": skipped,
     }
+
+# %% ../../../nbs/simic/trainers/31_suite_jobs.ipynb #a65986f5
+def summarize_suite(
+    played: dict[str, Any],  # `play_all`'s result
+    args,  # the benchmark's flags: suite, train_seeds, tune_seeds, eval_seeds
+    cache: PlayCache,  # the rules' episodes, the plan search's among them
+) -> dict[str, Any]:
+    "The suite benchmark's summary, each run seed's summary, the targets and the plan search's episodes."
+    suite, tune, test = get_suite(args.suite), tuple(args.tune_seeds), tuple(args.eval_seeds)
+    searched = [
+        cache.rows[Play(p, c, s).key] | {"phase": "plan search"}  # every plan on the tune seeds
+        for p in suite.problems
+        for c in plan_controllers(p)
+        for s in tune
+    ]
+    summary = sb.suite_summary(
+        suite, played["rows"], played["oracle"], played["rule"], list(args.train_seeds), list(test)
+    )
+    seeds = [
+        seed_summary(t, [r for r in played["ppo_rows"] if r["run_seed"] == t["train_seed"] and r["seed"] in test])
+        for t in played["trained"]
+    ]
+    targets = sb.suite_targets(
+        summary,
+        {s["train_seed"]: s["explained_variance_last_quarter"] for s in seeds},
+        {s["train_seed"]: min(s["min_head_entropy"].values(), default=None) for s in seeds},
+    )
+    return {"summary": summary, "seeds": seeds, "targets": targets, "searched": searched}
