@@ -19,26 +19,20 @@ the suite benchmark's section below and `make bench-suite`.
 A tiny run that checks the plumbing in seconds:
     python bench/bench_learning.py --episodes 4 --n-envs 2 --max-epochs 3 --max-batches 2 --train-seeds 0 1 \\
         --eval-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --schedules conv_small --out /tmp/bl
+
+This script parses and checks the flags, runs the jobs and prints; the jobs are esper.simic.trainers.learning_jobs
+(and suite_jobs for --suite), the summaries, targets, tables and figures esper.tamiyo.learning_report (suite_report).
 """
 import argparse
 import contextlib
-import dataclasses
-import hashlib
-import importlib.util
 import io
-import json
-import math
 import os
 import platform
-import statistics
 import sys
 import tempfile
-import textwrap
-import threading
 import time
-from collections import Counter, deque
-from collections.abc import Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, as_completed, wait
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, wait
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -51,28 +45,20 @@ from esper.cli import (OneLineParser, earlier_results, nonneg_int, positive_floa
                        seed_span_error)
 from esper.cli.runs import (PARTS_FILE, cpu_model, earlier_parts, git_state, part_of, parts_text, run_as_part,
                             stoppable_pool)
-from esper.leyline.files import (figure_bytes, json_text, relative_paths, write_files_atomic, write_json_atomic)
-from esper.leyline.stats import mean_ci95
-from esper.simic.agent.checkpoint import read_checkpoint
-from esper.simic.agent.config import TrainingConfig
-from esper.simic.envs.env import PPOController, load_ppo_controller
+from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.simic.envs.parallel_env_state import EpisodeSpec, problem_slots
-from esper.simic.envs.rewards import RewardConfig
-from esper.simic.trainers.run_settings import RunSettings
-from esper.simic.trainers.schedules import episode_seed
-from esper.simic.trainers.vectorized import train_ppo_vectorized
+from esper.simic.trainers.learning_jobs import (TASK, baseline_job, check_resume_files, ppo_eval_job, schedule_name,
+                                              train_job, training_task_seeds)
+from esper.simic.trainers.suite_jobs import MASKABLE_SKIP, InProcess, play_all, summarize_suite
 from esper.tamiyo import suite_report as sb
-from esper.tamiyo.baselines import ScheduleTamiyo
-from esper.tamiyo.controllers import make_controller
-from esper.tamiyo.episode import EpisodeConfig, run_episode
 from esper.tamiyo.features import FEATURE_SETS, policy_layout, union_layout
-from esper.tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
-from esper.tamiyo.problems import SUITES, get_suite, split_config
-from esper.tamiyo.suite_report import COLLAPSED_ENTROPY, MIN_EXPLAINED_VARIANCE
-from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED, get_task
+from esper.tamiyo.learning_report import (check_targets, markdown_report, plot_learning_curves, plot_lifecycle, png,
+                                          summarize_runs)
+from esper.tamiyo.plan_search import PlayCache
+from esper.tamiyo.problems import SUITES, get_suite
+from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED
 from esper.tolaria import LR_SCHEDULES
 
-TASK = "mnist1d"
 #: PPO settings of the Makefile's `make run` (PPO_FLAGS); both presets use them. PPO's learning rate, GAE lambda and
 #: entropy coefficient at the start of the run are preset values below (None = TrainingConfig's default).
 PPO_SETTINGS = {"entropy_coef_end": 0.01, "entropy_anneal_episodes": 240}
@@ -104,8 +90,6 @@ EVAL_SEEDS = {"short": [2000, 2001, 2002, 2003, 2004],
 BASELINES = ("static", "random", "heuristic")
 DEFAULT_SCHEDULES = ("conv_heavy", "conv_heavy,conv_heavy", "conv_heavy,depthwise", "concurrent:conv_heavy,conv_heavy",
                      "concurrent:conv_heavy,depthwise", "concurrent:conv_heavy,conv_small")
-#: Decisions counted per episode in lifecycle.png (keys of the history's `action_counts`).
-LIFECYCLE_OPS = ("GERMINATE", "PRUNE", "FOSSILIZE", "ADVANCE")
 
 
 # ----------------------------------------------------------------------------------------------- arguments
@@ -372,305 +356,7 @@ def changed_flags(ap: argparse.ArgumentParser, argv: list[str] | None, out: Path
     return None
 
 
-def check_resume_files(folder: Path) -> None:
-    "Refuse (ValueError, one line naming the file) a seed folder whose checkpoint or clock a resumed run can't trust."
-    checkpoint = folder / "agent.pt"
-    if checkpoint.exists():  # checksums, entries, finite weights and the trainer state a resume reads
-        if "trainer" not in read_checkpoint(checkpoint):
-            raise ValueError(f"{checkpoint} holds no trainer state, so its run cannot resume; move it away")
-    read_clock(folder / "clock.json")
-
-
-def training_task_seeds(train_seeds: list[int], episodes: int, per_seed: int = 1) -> set[int]:
-    "Every task seed a training episode uses (episode i of run k: `episode_seed(k, i // per_seed)`)."
-    return {episode_seed(k, i // per_seed) for k in train_seeds for i in range(episodes)}
-
-
-def schedule_name(spec: str) -> str:
-    "A fixed rule's controller name from `a,b` or `concurrent:a,b` (raises on unknown blueprints)."
-    concurrent = spec.startswith("concurrent:")
-    return ScheduleTamiyo(tuple(spec.removeprefix("concurrent:").split(",")), concurrent=concurrent).name
-
-
-# ----------------------------------------------------------------------------------------------- jobs (workers)
-
-def episode_config(setup: dict[str, Any]) -> EpisodeConfig:
-    "How every evaluation episode trains: the same epochs and batches as the training episodes."
-    return EpisodeConfig(max_epochs=setup["max_epochs"], max_batches=setup["max_batches"],
-                         lr_schedule=setup["lr_schedule"], param_budget=setup["param_budget"])
-
-
-def play(controller: Any, task_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
-    "One episode on `task_seed`, run as `esper-train compare` runs it: the task shuffled and the model seeded with it."
-    task = get_task(TASK, seed=task_seed)  # a held-out task seed (1000 and up) draws data of its own
-    result = run_episode(task, controller, episode_config(setup), seed=task_seed)
-    return result.to_dict() | {"eval_seed": task_seed, "params_in_all": result.host_params + result.params_added}
-
-
-class CurveProbe:
-    "`on_update` callback: greedy episodes on the curve seeds every `eval_every` episodes and after the last update."
-    def __init__(self, setup: dict[str, Any], clock: Path|None=None):
-        self.setup, self.clock = setup, clock
-        self.next_at = setup["eval_every"]
-        self.seconds, self.trained = 0.0, False
-        self.t0, self.before = time.perf_counter(), read_clock(clock)
-
-    def __call__(self, agent: Any, record: dict[str, Any]) -> None:
-        self.trained = True
-        episodes = record["episodes"]
-        last = episodes >= self.setup["episodes"]
-        if episodes < self.next_at and not last:
-            self.tick()
-            return
-        while self.next_at <= episodes: self.next_at += self.setup["eval_every"]
-        t0 = time.perf_counter()
-        rows = curve_rows(PPOController(agent), self.setup)  # greedy, the normaliser frozen
-        record["eval_accuracy"] = statistics.fmean(r["final_accuracy"] for r in rows)
-        record["eval_params_added"] = statistics.fmean(r["params_added"] for r in rows)
-        if self.setup.get("keep_policies") and self.clock is not None:  # beside the seed's checkpoint
-            agent.save(self.clock.parent / "policies" / f"episode{episodes:04d}.pt")
-        self.seconds += time.perf_counter() - t0
-        self.tick()
-
-    def elapsed(self) -> float:
-        "Training seconds so far, runs cut short and resumed included (a resumed run that had finished adds none)."
-        return self.before + (time.perf_counter() - self.t0 if self.trained else 0.0)
-
-    def tick(self) -> None:
-        "Keep the elapsed time beside the checkpoint, so that a resumed run reports its whole training time."
-        if self.clock is not None: write_json_atomic(self.clock, {"train_seconds": self.elapsed()})
-
-
-def curve_rows(controller: Any, setup: dict[str, Any]) -> list[dict[str, Any]]:
-    "The learning curve's episodes: the task on the curve seeds, or with a suite every --curve-suite problem on them."
-    if not setup.get("curve_suite"):
-        return [play(controller, s, setup) for s in setup["curve_seeds"]]
-    from esper.tamiyo.suite_report import play_policy
-    from esper.tamiyo.problems import get_suite
-    acts, curve = get_suite(setup["train_suite"]), get_suite(setup["curve_suite"])
-    return [play_policy(controller, acts, p, s) for p in curve.problems for s in setup["curve_seeds"]]
-
-
-def read_clock(clock: Path|None) -> float:
-    "Seconds a cut-short run of this seed had trained (0 without one); a damaged clock is a one-line ValueError."
-    if clock is None or not clock.exists(): return 0.0
-    fix = "delete it (that seed's training time then counts from 0)"
-    try:
-        saved = json.loads(clock.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ValueError(f"{clock} is unreadable ({type(e).__name__}: {' '.join(str(e).split())}); {fix}") from None
-    seconds = saved.get("train_seconds") if isinstance(saved, dict) else None
-    if type(seconds) not in (int, float) or not math.isfinite(seconds) or seconds < 0:
-        raise ValueError(f"{clock} has train_seconds {seconds!r}, expected a finite number >= 0; {fix}")
-    return float(seconds)
-
-
-def train_job(train_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
-    "Train one PPO policy (run seed `train_seed`) with its learning curve; saves seed<k>/agent.pt and history.json."
-    torch.set_num_threads(1)
-    folder = Path(setup["out"]) / f"seed{train_seed}"
-    checkpoint = folder / "agent.pt"
-    resume = setup["resume"] and checkpoint.exists()
-    if not resume and (folder / "clock.json").exists(): (folder / "clock.json").unlink()
-    probe = CurveProbe(setup, folder / "clock.json")
-    _, history = train_ppo_vectorized(run_settings(train_seed, setup, checkpoint, resume), on_update=probe)
-    seconds = probe.elapsed()
-    write_json_atomic(folder / "history.json", history)
-    return {"train_seed": train_seed, "checkpoint": str(folder / "agent.pt"), "history": history,
-            "train_seconds": seconds, "curve_eval_seconds": probe.seconds}
-
-
-def reward_config(setup: dict[str, Any]) -> RewardConfig:
-    "PPO's reward weights: RewardConfig's defaults except where the preset or a flag sets one."
-    given = {k: setup[k] for k in ("rent_weight", "contribution_weight", "unkept_weight") if setup.get(k) is not None}
-    return RewardConfig(**given)
-
-
-def run_settings(train_seed: int, setup: dict[str, Any], checkpoint: Path, resume: bool) -> RunSettings:
-    "The one settings object of training seed `train_seed`'s PPO run: its episodes, agent, checkpoint and workers."
-    ppo = dict(setup["ppo"])  # TrainingConfig fields, and the ramps in episodes (the run's settings)
-    ramps = {k: ppo.pop(k) for k in ("entropy_anneal_episodes", "lr_anneal_episodes") if k in ppo}
-    if setup.get("train_suite"):  # the suite's problems set the task, host, budgets and length of every episode
-        from esper.tamiyo.problems import get_suite
-        spec = EpisodeSpec(get_suite(setup["train_suite"]), reward_config(setup))
-    else:
-        problem, base = split_config(episode_config(setup), TASK)
-        spec = EpisodeSpec(problem, reward_config(setup), base=base)
-    return RunSettings(
-        spec,
-        TrainingConfig(**ppo),
-        n_episodes=setup["episodes"],
-        episodes_per_update=setup["n_envs"],
-        seed=train_seed,
-        episodes_per_task_seed=setup["episodes_per_task_seed"],
-        group_baseline=setup["group_baseline"],
-        **ramps,
-        blueprint_offer_episodes=setup["blueprint_offer_episodes"],
-        save_path=str(checkpoint),
-        resume=str(checkpoint) if resume else None,
-        workers=setup["env_workers"],
-    )
-
-
-def ppo_eval_job(train_seed: int, checkpoint: str, eval_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
-    "The trained policy of `train_seed`, greedy, on one evaluation seed."
-    torch.set_num_threads(1)
-    return play(load_ppo_controller(checkpoint), eval_seed, setup) | {"controller": "ppo", "train_seed": train_seed}
-
-
-def make_baseline(name: str, eval_seed: int) -> Any:
-    "A baseline controller by name: static, random (seeded by the eval seed), heuristic, schedule:/concurrent:<a>+<b>."
-    if name.startswith(("schedule:", "concurrent:")): return ScheduleTamiyo.from_name(name)
-    return make_controller(name, seed=eval_seed)
-
-
-def baseline_job(name: str, eval_seed: int, setup: dict[str, Any]) -> dict[str, Any]:
-    "One baseline controller on one evaluation seed."
-    torch.set_num_threads(1)
-    return play(make_baseline(name, eval_seed), eval_seed, setup) | {"controller": name, "train_seed": None}
-
-
-# ----------------------------------------------------------------------------------------------- statistics
-
-def mean_ci(xs: list[float]) -> tuple[float, float|None]:
-    "Mean and the half-width of its 95% t confidence interval (None from a single value)."
-    m, half = mean_ci95(xs)
-    return m, (half if len(xs) > 1 else None)
-
-
-def _mean(rows: list[dict[str, Any]], key: str) -> float:
-    return statistics.fmean(r[key] for r in rows)
-
-
-def controller_summary(name: str, episodes: list[dict[str, Any]], ci_values: list[float], ci_over: str) -> dict:
-    "Means over a controller's episodes; the accuracy CI over `ci_values` (per-seed means for PPO, episodes else)."
-    _, ci = mean_ci(ci_values)
-    return {"controller": name, "episodes": len(episodes), "final_accuracy": _mean(episodes, "final_accuracy"),
-            "final_accuracy_ci95": ci, "ci_over": ci_over, "ci_n": len(ci_values),
-            "params_in_all": _mean(episodes, "params_in_all"), "params_added": _mean(episodes, "params_added"),
-            "germinated": _mean(episodes, "seeds_germinated"), "fossilized": _mean(episodes, "seeds_fossilized"),
-            "pruned": _mean(episodes, "seeds_pruned")}
-
-
-def most_grown(episodes: list[dict[str, Any]]) -> str:
-    "What a policy's evaluation episodes most often end with (`EpisodeResult.grown`), and in how many of them."
-    grown, n = Counter(e.get("grown", "") for e in episodes).most_common(1)[0]
-    return f"{grown or 'nothing'} ({n}/{len(episodes)})"
-
-
-def seed_summary(trained: dict[str, Any], episodes: list[dict[str, Any]]) -> dict[str, Any]:
-    "One training seed: its greedy evaluation, its critic, its entropies and its learning curve."
-    history = trained["history"]
-    last_quarter = history[-max(1, math.ceil(len(history) / 4)):]
-    ev = [r["explained_variance"] for r in last_quarter if r.get("explained_variance") is not None]
-    heads = sorted({k for r in history for k in r if k.startswith("head_entropy/")})
-    curve = [{"episodes": r["episodes"], "batch": r["batch"], "eval_accuracy": r["eval_accuracy"],
-              "eval_params_added": r["eval_params_added"], "train_accuracy": r["avg_accuracy"],
-              "explained_variance": r.get("explained_variance"), "lr": r.get("lr")}
-             for r in history if "eval_accuracy" in r]
-    return {"train_seed": trained["train_seed"], "final_accuracy": _mean(episodes, "final_accuracy"),
-            "params_in_all": _mean(episodes, "params_in_all"), "params_added": _mean(episodes, "params_added"),
-            "germinated": _mean(episodes, "seeds_germinated"), "fossilized": _mean(episodes, "seeds_fossilized"),
-            "pruned": _mean(episodes, "seeds_pruned"),
-            "germinates_every_episode": all(e["seeds_germinated"] >= 1 for e in episodes),
-            "grown": most_grown(episodes),
-            "explained_variance_last_quarter": statistics.fmean(ev) if ev else None,
-            "updates": len(history),
-            "min_head_entropy": {k.split("/", 1)[1]: min(r[k] for r in history if k in r) for k in heads},
-            "train_seconds": trained["train_seconds"], "curve_eval_seconds": trained["curve_eval_seconds"],
-            "checkpoint": trained["checkpoint"], "curve": curve}
-
-
-def best_rule_name(summary: dict[str, dict]) -> str:
-    "The fixed rule of a run's summary with the best mean accuracy on its evaluation seeds."
-    rules = [name for name in summary if name.startswith(("schedule:", "concurrent:"))]
-    return max(rules, key=lambda name: summary[name]["final_accuracy"])
-
-
-def check_targets(preset: str, summary: dict[str, dict], seeds: list[dict]) -> list[dict[str, Any]]:
-    "The preset's targets for PPO, each with the measured value and PASS/FAIL."
-    ppo, heuristic = summary["ppo"], summary["heuristic"]["final_accuracy"]
-    best_rule = summary[best_rule_name(summary)]
-    worst = min(seeds, key=lambda s: s["final_accuracy"])
-    targets = []
-
-    def target(text: str, value: str, ok: bool) -> None:
-        targets.append({"target": text, "value": value, "pass": bool(ok)})
-
-    if preset == "short":
-        target(f"every seed >= heuristic - 1 pt ({heuristic - 1:.1f})",
-               f"worst: seed {worst['train_seed']} {worst['final_accuracy']:.1f}",
-               worst["final_accuracy"] >= heuristic - 1)
-        target(f"mean >= heuristic + 3 pts ({heuristic + 3:.1f})", f"{ppo['final_accuracy']:.1f}",
-               ppo["final_accuracy"] >= heuristic + 3)
-    else:
-        target("mean >= 90%", f"{ppo['final_accuracy']:.1f}", ppo["final_accuracy"] >= 90)
-        target("params in all <= 2,500", f"{ppo['params_in_all']:,.0f}", ppo["params_in_all"] <= 2500)
-    mean, rule = _apart(ppo["final_accuracy"], best_rule["final_accuracy"])
-    target(f"mean >= best fixed rule ({best_rule['controller']} {rule})", mean + _paired(seeds, best_rule),
-           ppo["final_accuracy"] >= best_rule["final_accuracy"])
-    evs = [s["explained_variance_last_quarter"] for s in seeds]
-    low = [s["train_seed"] for s, v in zip(seeds, evs) if v is None or v < MIN_EXPLAINED_VARIANCE]
-    target(f"every seed: explained variance over the last quarter of updates >= {MIN_EXPLAINED_VARIANCE}",
-           "min " + _fmt(min((v for v in evs if v is not None), default=None), ".2f")
-           + (f" (below: seeds {low})" if low else ""), not low)
-    lowest = {s["train_seed"]: min(s["min_head_entropy"].values(), default=None) for s in seeds}
-    stuck = [k for k, s in zip(lowest, seeds) if lowest[k] is not None and lowest[k] < COLLAPSED_ENTROPY
-             and s["final_accuracy"] < best_rule["final_accuracy"]]
-    target(f"every seed: no head's entropy fell below {COLLAPSED_ENTROPY} while the policy ends below the best rule",
-           "min head entropy " + _fmt(min((v for v in lowest.values() if v is not None), default=None), ".3f")
-           + (f" (collapsed and below the rule: seeds {stuck})" if stuck else ""), not stuck)
-    idle = [s["train_seed"] for s in seeds if not s["germinates_every_episode"]]
-    target("every seed: a germinating policy (>= 1 seed germinated in every eval episode)",
-           f"seeds that do not: {idle}" if idle else "all", not idle)
-    return targets
-
-
-# ----------------------------------------------------------------------------------------------- report
-
-def _apart(a: float, b: float) -> tuple[str, str]:
-    "Two accuracies with one decimal, or with as many (up to 3) as it takes to show that they differ."
-    for places in (1, 2, 3):
-        pair = f"{a:.{places}f}", f"{b:.{places}f}"
-        if a == b or pair[0] != pair[1]: return pair
-    return pair
-
-
-def _paired(seeds: list[dict], rule: dict) -> str:
-    "Each policy less the rule on the same evaluation seeds, and the mean of that with its 95% CI over the policies."
-    gaps = [s["final_accuracy"] - rule["final_accuracy"] for s in seeds]
-    m, ci = mean_ci(gaps)
-    return (f" (policy - rule, paired: {', '.join(f'{g:+.2f}' for g in gaps)}"
-            + (f"; {m:+.2f} ± {ci:.2f})" if ci is not None else ")"))
-
-
-def _fmt(v: float|None, spec: str) -> str:
-    return "n/a" if v is None else format(v, spec)
-
-
-def markdown_report(title: str, summary: dict[str, dict], seeds: list[dict], targets: list[dict],
-                    target_note: str) -> str:
-    "The controller table, the per-seed PPO table and the targets, in markdown."
-    out = [f"**{title}**", "",
-           "| controller | test acc % (mean ± 95% CI) | params in all | params added |", "|---|---|---|---|"]
-    for r in summary.values():
-        out.append(f"| {r['controller']} | {r['final_accuracy']:.1f} ± {_fmt(r['final_accuracy_ci95'], '.1f')} "
-                   f"| {r['params_in_all']:,.0f} | {r['params_added']:,.0f} |")
-    out += ["", "CI: over per-training-seed means for ppo, over evaluation episodes for the others.", "",
-            "| PPO seed | test acc % | params in all | params added | grown (most eval episodes) "
-            "| germinated / fossilized / pruned per episode | explained var (last quarter) | min head entropy "
-            "| train s |",
-            "|---|---|---|---|---|---|---|---|---|"]
-    for s in seeds:
-        ent = ", ".join(f"{k} {v:.2f}" for k, v in s["min_head_entropy"].items())
-        out.append(f"| {s['train_seed']} | {s['final_accuracy']:.1f} | {s['params_in_all']:,.0f} "
-                   f"| {s['params_added']:,.0f} | {s.get('grown', '')} "
-                   f"| {s['germinated']:.1f} / {s['fossilized']:.1f} / {s['pruned']:.1f} "
-                   f"| {_fmt(s['explained_variance_last_quarter'], '.2f')} | {ent} | {s['train_seconds']:.0f} |")
-    out += ["", f"Targets ({target_note}):", "", "| target | value | result |", "|---|---|---|"]
-    out += [f"| {t['target']} | {t['value']} | {'PASS' if t['pass'] else 'FAIL'} |" for t in targets]
-    return "\n".join(out) + "\n"
-
+# ----------------------------------------------------------------------------------------------- results
 
 #: The result set the benchmark writes into --out, all or nothing, once every job is done.
 RESULT_FILES = ("results.json", "table.md", "learning_curves.png", "lifecycle.png")
@@ -678,86 +364,20 @@ RESULT_FILES = ("results.json", "table.md", "learning_curves.png", "lifecycle.pn
 SUITE_FILES = ("results.json", "table.md", "paired.png", "scatter.png", "plans.png", "learning_curves.png")
 
 
-def png(fig: Any) -> bytes:
-    "A matplotlib figure as the bytes of a PNG file; the figure is closed."
-    import matplotlib.pyplot as plt
-    try:
-        return figure_bytes(fig, dpi=100)
-    finally:
-        plt.close(fig)
-
-
-def plot_learning_curves(seeds: list[dict], summary: dict[str, dict], title: str) -> Any:
-    "Greedy accuracy on the curve seeds against training episodes, one line per seed; baselines dashed."
-    import matplotlib.pyplot as plt
-    fig, ax = plt.subplots(figsize=(10, 4.5))
-    for i, s in enumerate(seeds):
-        xs = [c["episodes"] for c in s["curve"]]
-        ax.plot(xs, [c["eval_accuracy"] for c in s["curve"]], marker="o", ms=3, color=f"C{i % 10}",
-                label=f"PPO seed {s['train_seed']}")
-    baselines = [r for name, r in summary.items() if name != "ppo"]
-    colors = plt.cm.Greys([0.35 + 0.6 * i / max(len(baselines) - 1, 1) for i in range(len(baselines))])
-    for r, color, dash in zip(baselines, colors, ([6, 2], [2, 2], [6, 2, 2, 2], [8, 3, 2, 3, 2, 3], [1, 1]) * 4):
-        ax.axhline(r["final_accuracy"], color=color, dashes=dash, lw=1.2,
-                   label=f"{r['controller']} {r['final_accuracy']:.1f} (eval seeds)")
-    ax.set(xlabel="training episodes", ylabel="greedy test accuracy on curve seeds (%)")
-    ax.set_title(textwrap.fill(title, 110), fontsize=9)  # a long title (budget, rent) would be clipped
-    ax.grid(alpha=.3)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
-    fig.tight_layout()
-    return fig
-
-
-def plot_lifecycle(seeds: list[dict], histories: dict[int, list[dict]], title: str) -> Any:
-    "Lifecycle decisions per training episode (attempts: a gate may refuse an ADVANCE), a panel per op."
-    import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, len(LIFECYCLE_OPS), figsize=(3.2 * len(LIFECYCLE_OPS), 3.2), sharex=True)
-    for i, s in enumerate(seeds):
-        history = histories[s["train_seed"]]
-        xs = [r["episodes"] for r in history]
-        for ax, op in zip(axes, LIFECYCLE_OPS):
-            per_episode = [r["action_counts"].get(op, 0) / len(r["env_accuracies"]) for r in history]
-            ax.plot(xs, per_episode, color=f"C{i % 10}", lw=1.2, label=f"seed {s['train_seed']}")
-    for ax, op in zip(axes, LIFECYCLE_OPS):
-        ax.set(title=op.lower(), xlabel="training episodes")
-        ax.set_ylim(bottom=0)
-        ax.grid(alpha=.3)
-    axes[0].set_ylabel("decisions per episode")
-    axes[-1].legend(fontsize=7)
-    fig.suptitle(textwrap.fill(title, 150), fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
 # ----------------------------------------------------------------------------------------------- the suite benchmark
-# `--suite NAME`: policies trained on a suite, judged on another's problems.
-# The suite benchmark, `bench_learning.py --suite NAME`: policies trained on a suite, judged on another's problems.
-#
-# Each run seed trains one PPO policy on --train-suite (its learning curve: greedy episodes on the --curve-suite
-# problems x --curve-seeds). Then on every problem of --suite, on the same episode seeds: each policy greedily (on the
-# tune seeds, which choose its open-loop replay, and the test seeds, which report), the oracle and the best single rule
-# (chosen on the tune seeds by `plan_search.search`), the greedy rule, the heuristic, static, random, each policy's
-# open-loop replay (its most frequent plan on the problem's tune seeds, played blind on the test seeds) and, where
-# sb3-contrib is installed, MaskablePPO trained on the same suite and budget through `GrowthEnv`. The tables, paired
-# comparisons and targets come from `esper.tamiyo.suite_report`.
-#
-# Every job runs in one pool of --workers processes, the longest first: each run seed's training and the peer's are
-# queued before the plan search's episodes, so the episodes fill the workers that no training holds and no core
-# waits while a job is left (with --workers 1, everything in this process, one job after another). Each episode is
-# seeded on its own, so the order changes no result.
+# `--suite NAME`: policies trained on --train-suite, judged on every problem of NAME beside the oracle, the rules,
+# their own open-loop replays and the MaskablePPO peer: the jobs, and what they play, are in
+# esper.simic.trainers.suite_jobs.
 #
 # Written under --out: results.json (config with commit, machine and versions; the headroom report; the summary; the
 # targets; every episode), table.md, paired.png, scatter.png, plans.png, learning_curves.png; seed<k>/ per run seed
 # (checkpoint, history, and episodes.jsonl: its evaluation episodes); plays.jsonl, every rule's episode (a cache:
-# --resume and --overwrite keep it); parts.jsonl, one line per invocation that worked on these results (its start,
-# seconds, commit, flags and how it ended: complete, stopped or failed), also written when one is stopped; a
-# --resume adds to it, anything else starts it again. results.json's config lists the parts and their seconds in all.
+# --resume and --overwrite keep it); maskable.jsonl, the peer's; parts.jsonl, one line per invocation that worked on
+# these results (its start, seconds, commit, flags and how it ended: complete, stopped or failed), also written when
+# one is stopped; a --resume adds to it, anything else starts it again. results.json's config lists the parts.
 # `make bench-suite`, or in seconds on the `tiny` suite:
 #     python bench/bench_learning.py --suite tiny --train-suite tiny --curve-suite tiny --run-seeds 0 --episodes 4 \\
 #         --n-envs 2 --tune-seeds 1000 --test-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --out /tmp/bs
-
-MASKABLE_SKIP = (None if importlib.util.find_spec("sb3_contrib") else
-                 "MaskablePPO: skipped (sb3-contrib is not installed; `make bench-sb3` installs it).")
 
 
 def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -796,218 +416,6 @@ def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> N
         ap.error(f"seeds {both} are both --tune-seeds and --test-seeds: nothing may be chosen on a reporting seed")
 
 
-def checkpoint_digest(path: str) -> str:
-    "A short fingerprint of a checkpoint: the key of its evaluation episodes, so a retrained policy plays again."
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:12]
-
-
-def ppo_job(run_seed: int, checkpoint: str, problem: str, seeds: list[int], setup: dict[str, Any]) -> list[dict]:
-    "Run seed `run_seed`'s policy, greedy, on one problem of the judged suite and each of `seeds`."
-    torch.set_num_threads(1)
-    suite, acts = get_suite(setup["suite"]), get_suite(setup["train_suite"])
-    controller, p = load_ppo_controller(checkpoint), suite[problem]
-    digest = checkpoint_digest(checkpoint)
-    rows = [sb.play_policy(controller, acts, p, s) | {"run_seed": run_seed, "key": f"{p.key}|ppo|{s}|{digest}"}
-            for s in seeds]
-    return [r | {"params_in_all": r["params"]} for r in rows]  # the name bench_learning's seed summary reads
-
-
-class _InProcess:
-    "The pool's `map` and `submit` run in this process: --workers 1 spawns no worker (each would import torch)."
-
-    def map(self, fn, *iterables):
-        return map(fn, *iterables)
-
-    def submit(self, fn, *args):
-        result = fn(*args)
-        return type("Done", (), {"result": lambda self: result})()
-
-
-def _when_done(future, fn):
-    """Call `fn(result)` once, as soon as `future` has ended well (at once for `_InProcess`'s), from the pool's thread;
-    returns `ensure()`, which makes sure it was called (waiting for it, or calling it) and raises if the job failed.
-    The pool wakes a waiter on `.result()` before it runs the callbacks: `ensure` is what closes that gap."""
-    lock, called = threading.Lock(), []
-
-    def once(f):
-        with lock:
-            if not called:
-                fn(f.result())
-                called.append(True)
-
-    if isinstance(future, Future):
-        future.add_done_callback(lambda f: f.cancelled() or f.exception() is not None or once(f))
-    else:
-        once(future)
-    return lambda: once(future)
-
-
-def start_training(pool, args: argparse.Namespace, setup: dict[str, Any], progress) -> list:
-    "Submit every run seed's training (a job each); each says when it ends."
-    training = [pool.submit(train_job, k, setup) for k in args.train_seeds]
-    for f in training:
-        _when_done(f, lambda t: progress(f"trained run seed {t['train_seed']} in {t['train_seconds']:.0f} s"))
-    return training
-
-
-def play_trained(pool, training: list, args, setup, progress) -> tuple[list[dict], list[dict]]:
-    "Each run seed's policy played on every problem as soon as it is trained; returns (trained runs, rows)."
-    suite, seeds = get_suite(args.suite), list(args.tune_seeds) + list(args.eval_seeds)
-    rows, trained, jobs = [], [], []
-    for t in _as_completed(training):
-        trained.append(t)
-        k, cache = t["train_seed"], PlayCache(Path(args.out) / f"seed{t['train_seed']}" / "episodes.jsonl")
-        digest = checkpoint_digest(t["checkpoint"])
-        for p in suite.problems:
-            keys = [f"{p.key}|ppo|{s}|{digest}" for s in seeds]
-            if all(key in cache.rows for key in keys):  # a resumed run whose policy was played already
-                rows += [cache.rows[key] for key in keys]
-            else:
-                jobs.append((cache, pool.submit(ppo_job, k, t["checkpoint"], p.name, seeds, setup)))
-    for cache, job in jobs:
-        played = job.result()
-        for r in played:
-            cache.add(r)
-        rows += played
-        progress(f"PPO run seed {played[0]['run_seed']} on {played[0]['problem']}: "
-                 f"{statistics.fmean(r['test_accuracy'] for r in played):.1f}% (tune and test seeds)")
-    return sorted(trained, key=lambda t: t["train_seed"]), rows
-
-
-def _as_completed(futures: list) -> Iterator[Any]:
-    "The results of `futures` in the order they finish (in submission order for `_InProcess`'s, done already)."
-    if all(isinstance(f, Future) for f in futures):
-        for f in as_completed(futures):
-            yield f.result()
-    else:
-        for f in futures:
-            yield f.result()
-
-
-def open_loop_rows(args, ppo_rows: list[dict], cache: PlayCache, progress, pool=None) -> list[dict]:
-    "Each policy's open-loop replay on every problem: its most frequent tune-seed plan, played on the test seeds."
-    suite, chosen = get_suite(args.suite), {}
-    for k in args.train_seeds:
-        for p in suite.problems:
-            tune = [r for r in ppo_rows
-                    if r["run_seed"] == k and r["problem"] == p.name and r["seed"] in args.tune_seeds]
-            chosen[k, p.name] = sb.open_loop_plan(sorted(tune, key=lambda r: r["seed"]))
-    jobs = {key: [Play(suite[key[1]], plan, s) for s in args.eval_seeds] for key, plan in chosen.items()}
-    played = run_plays([j for js in jobs.values() for j in js], cache, args.workers, on_row=progress_row(progress),
-                       pool=pool)
-    by_key = {r["key"]: r for r in played}
-    return [by_key[j.key] | {"controller": "open-loop", "run_seed": k, "plan": plan, "rule": j.controller}
-            for (k, name), js in jobs.items() for j in js for plan in [chosen[k, name]]]
-
-
-def progress_row(progress):
-    "`run_plays`'s on_row: a line per newly played episode."
-    return lambda r: progress(f"{r['problem']} {r['controller']} seed {r['seed']}: {r['test_accuracy']:.1f}%")
-
-
-def peer_key(problem: Any, run_seed: int, seed: int, setup: dict[str, Any]) -> str:
-    "The peer's cache key: the problem, the run and task seeds, and every setting its training read (issue 76)."
-    train, ppo = get_suite(setup["train_suite"]), setup.get("ppo", {})
-    read = {"train_suite": [train.name, train.version], "episodes": setup["episodes"],
-            "features": ppo.get("features", "signals"), "slot_layout": ppo.get("slot_layout"),
-            "reward": dataclasses.asdict(reward_config(setup))}
-    digest = hashlib.sha256(json.dumps(read, sort_keys=True, default=str).encode()).hexdigest()[:12]
-    return f"{problem.key}|maskable_ppo|{run_seed}|{seed}|{digest}"
-
-
-def maskable_job(run_seed: int, setup: dict[str, Any], problems: list[str], seeds: list[int]) -> list[dict]:
-    """The peer: sb3-contrib's MaskablePPO trained on --train-suite through `GrowthEnv` for the same episodes, reading
-    the same features as the PPO policies, with bench_maskable_ppo.py's settings, then played greedily (its
-    observation statistics frozen) on each problem."""
-    from sb3_contrib import MaskablePPO
-    from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
-
-    from bench_maskable_ppo import N_ENVS, greedy
-    from esper.simic.envs.gym_env import GrowthEnv
-    from esper.tamiyo.problems import Suite
-
-    torch.set_num_threads(1)
-    train, judged, reward = get_suite(setup["train_suite"]), get_suite(setup["suite"]), reward_config(setup)
-    layout = setup.get("ppo", {}).get("slot_layout")  # where the suites' hosts differ, the peer reads that layout
-    features = setup.get("ppo", {}).get("features", "signals")  # and it reads what the PPO policies read
-    steps = max(p.max_epochs for p in train.problems) - 1  # decisions of the longest episode
-    make = lambda: GrowthEnv(suite=train, reward_config=reward, slot_layout=layout, features=features)
-    venv = VecNormalize(DummyVecEnv([make] * N_ENVS), norm_obs=True, norm_reward=False, gamma=0.99)
-    model = MaskablePPO("MlpPolicy", venv, n_steps=steps, batch_size=N_ENVS * steps, n_epochs=10, gamma=0.99,
-                        ent_coef=0.01, policy_kwargs=dict(net_arch=[256, 256]), seed=run_seed, device="cpu", verbose=0)
-    model.learn(total_timesteps=setup["episodes"] * steps)
-    policy, rows = greedy(model, venv), []
-    for name in problems:
-        p = judged[name]
-        env = GrowthEnv(suite=Suite(f"{judged.name}:{name}", judged.version, (p,)), reward_config=reward,
-                        slot_layout=layout, features=features)
-        for s in seeds:
-            obs, info = env.reset(seed=s)
-            done = False
-            while not done:
-                obs, _, term, trunc, info = env.step(policy(obs, env.action_masks()))
-                done = term or trunc
-            rows.append({"key": peer_key(p, run_seed, s, setup), "problem": name,
-                         "controller": "maskable_ppo", "run_seed": run_seed, "seed": s,
-                         "test_accuracy": info["final_accuracy"], "params_added": info["params_added"]})
-    return rows
-
-
-def start_peer(pool, args: argparse.Namespace, setup: dict[str, Any], progress):
-    """Submit the peer's run seeds not yet played (each cached in maskable.jsonl as it ends); returns
-    `finish() -> (rows, None)`, or, where the peer does not run, `finish() -> ([], the line that says why)`."""
-    if MASKABLE_SKIP:
-        return lambda: ([], MASKABLE_SKIP)
-    if getattr(args, "no_peer", False):
-        return lambda: ([], "MaskablePPO: skipped (--no-peer; a later --resume without it adds the peer).")
-    suite = get_suite(args.suite)
-    if any(p.blueprints != suite.blueprints for p in suite.problems):
-        why = "MaskablePPO: skipped (its GrowthEnv plays one menu, and the problems of this suite differ)."
-        return lambda: ([], why)
-    cache = PlayCache(Path(args.out) / "maskable.jsonl")
-    key = lambda p, k, s: peer_key(p, k, s, setup)  # the settings it trained with are part of the key
-    todo = [k for k in args.train_seeds
-            if not all(key(p, k, s) in cache.rows for p in suite.problems for s in args.eval_seeds)]
-    def keep(played):  # each run seed's episodes are cached as it ends: a stop loses only the runs still going
-        for r in played:
-            cache.add(r)
-        progress(f"MaskablePPO run seed {played[0]['run_seed']}: "
-                 f"{statistics.fmean(r['test_accuracy'] for r in played):.1f}%")
-
-    futures = [pool.submit(maskable_job, k, setup, list(suite.names), list(args.eval_seeds)) for k in todo]
-    kept = [_when_done(f, keep) for f in futures]
-
-    def finish():
-        for ensure in kept:
-            ensure()  # its episodes are cached (a failed run seed raises here)
-        rows = [cache.rows[key(p, k, s)] for k in args.train_seeds for p in suite.problems for s in args.eval_seeds]
-        return rows, None
-
-    return finish
-
-
-def play_all(pool, plays, args, setup, cache: PlayCache, progress) -> dict[str, Any]:
-    """Every episode of the benchmark, its jobs on `pool` (the rules' episodes on `plays`: the same pool, or None to
-    play them in this process): the headroom report, each problem's oracle and best-rule plan, the rows, the trained
-    runs, the PPO rows and the peer's skip line (or None)."""
-    suite, tune, test = get_suite(args.suite), tuple(args.tune_seeds), tuple(args.eval_seeds)
-    training = start_training(pool, args, setup, progress)  # the long jobs first
-    finish_peer = start_peer(pool, args, setup, progress)
-    headroom = search(suite, cache, args.workers, (1,), tune, test, on_row=progress_row(progress), pool=plays)
-    oracle = {r["problem"]: r["oracle_plan"] for r in headroom["problems"]}
-    rule = {p.name: as_played(p, headroom["best_single_rule"]) for p in suite.problems}
-    fixed = [Play(p, c, s) for p in suite.problems
-             for c in dict.fromkeys([oracle[p.name], rule[p.name], "greedy", "heuristic", "static", "random"])
-             for s in test]
-    rows = run_plays(fixed, cache, args.workers, on_row=progress_row(progress), pool=plays)
-    trained, ppo_rows = play_trained(pool, training, args, setup, progress)
-    rows += [r | {"controller": "ppo"} for r in ppo_rows if r["seed"] in test]
-    rows += open_loop_rows(args, ppo_rows, cache, progress, plays)
-    peer, skipped = finish_peer()
-    return {"headroom": headroom, "oracle": oracle, "rule": rule, "rows": rows + peer, "trained": trained,
-            "ppo_rows": ppo_rows, "skipped": skipped}
-
-
 def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     "The whole suite benchmark: episodes, summary, targets and files (see the module's docstring)."
     t0, started = time.perf_counter(), datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -1032,21 +440,15 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
 
     def body():
         if args.workers == 1:
-            return play_all(_InProcess(), None, args, setup, cache, progress)
+            return play_all(InProcess(), None, args, setup, cache, progress)
         with stoppable_pool(args.workers) as pool:
             return play_all(pool, pool, args, setup, cache, progress)
 
     played = run_as_part(Path(args.out), parts, this_part, kept, body)
-    headroom, oracle, rule, rows = played["headroom"], played["oracle"], played["rule"], played["rows"]
-    trained, ppo_rows, skipped = played["trained"], played["ppo_rows"], played["skipped"]
+    headroom, rows, ppo_rows, skipped = played["headroom"], played["rows"], played["ppo_rows"], played["skipped"]
     notes = (skipped,) if skipped else ()
-    searched = [cache.rows[Play(p, c, s).key] | {"phase": "plan search"}  # every plan on the tune seeds
-                for p in suite.problems for c in plan_controllers(p) for s in tune]
-    summary = sb.suite_summary(suite, rows, oracle, rule, list(args.train_seeds), list(test))
-    seeds = [seed_summary(t, [r for r in ppo_rows if r["run_seed"] == t["train_seed"] and r["seed"] in test])
-             for t in trained]
-    targets = sb.suite_targets(summary, {s["train_seed"]: s["explained_variance_last_quarter"] for s in seeds},
-                               {s["train_seed"]: min(s["min_head_entropy"].values(), default=None) for s in seeds})
+    report = summarize_suite(played, args, cache)
+    summary, seeds, targets, searched = report["summary"], report["seeds"], report["targets"], report["searched"]
     table = sb.markdown_report(summary, targets, title, notes)
     config["wall_seconds"] = time.perf_counter() - t0
     config["parts"] = parts = parts + [this_part("complete")]
@@ -1181,16 +583,7 @@ def main(argv: list[str]|None=None) -> int:
     parts, this_part = earlier_parts(args.out, args.resume, "bench_learning.py"), part_of(started, t0, config)
     # Ctrl-C or SIGTERM: the checkpoints written stay valid, and the part is recorded
     trained, rows = run_as_part(args.out, parts, this_part, kept, lambda: run_jobs(args, setup), "bench_learning.py")
-    ppo_rows = {k: [r for r in rows if r["controller"] == "ppo" and r["train_seed"] == k] for k in args.train_seeds}
-    seeds = [seed_summary(t, ppo_rows[t["train_seed"]]) for t in trained]
-    summary = {}
-    for name in list(BASELINES) + args.schedules:
-        episodes = [r for r in rows if r["controller"] == name]
-        summary[name] = controller_summary(name, episodes, [e["final_accuracy"] for e in episodes], "eval seeds")
-    summary["ppo"] = controller_summary("ppo", [r for r in rows if r["controller"] == "ppo"],
-                                        [s["final_accuracy"] for s in seeds], "training seeds")
-    summary["ppo"] |= {"train_seconds_total": sum(t["train_seconds"] for t in trained),
-                       "train_seconds_max": max(t["train_seconds"] for t in trained)}
+    summary, seeds = summarize_runs(trained, rows, list(BASELINES) + args.schedules)
     targets = check_targets(args.preset, summary, seeds)
     changed = ", ".join(f"{k}={v}" for k, v in args.overrides.items())
     note = f"{args.preset} preset" + (f"; flags changed it ({changed}): indicative only" if changed else "")

@@ -28,10 +28,10 @@ from esper.cli import DistinctSeeds, OneLineParser, seed_int
 from esper.leyline.files import write_json_atomic
 from esper.leyline.stats import mean_ci95
 from esper.simic.envs.gym_env import GrowthEnv
+from esper.simic.trainers.suite_jobs import PEER_ENVS as N_ENVS, greedy  # the suite benchmark's peer, the same
 from esper.tamiyo.episode import EpisodeConfig
 
 PRESETS = {"short": dict(max_epochs=15, max_batches=30), "full": dict(max_epochs=30, max_batches=None)}
-N_ENVS = 4
 TRAIN_METRICS = ("explained_variance", "entropy_loss", "approx_kl", "clip_fraction", "value_loss",
                  "policy_gradient_loss")
 
@@ -119,15 +119,6 @@ def evaluate(policy, cfg: EpisodeConfig, eval_seeds: list[int]) -> list[dict]:
         rows.append({"eval_seed": s, "final_accuracy": info["final_accuracy"], "params_added": info["params_added"],
                      "return": ret, "ops": dict(ops), "illegal_steps": illegal})
     return rows
-
-
-def greedy(model, venv):
-    "Deterministic masked policy on observations normalised with the frozen training statistics."
-    venv.training = False
-    def policy(obs, mask):
-        action, _ = model.predict(venv.normalize_obs(obs[None]), deterministic=True, action_masks=mask[None])
-        return action[0]
-    return policy
 
 
 def fmt(m: float, h: float, digits: int=1) -> str:

@@ -134,11 +134,11 @@ def _bench_module(name: str):
 
 
 def test_the_rule_target_shows_the_decimals_that_decide_it():
-    bl = _bench_module("bench_learning")
+    from esper.tamiyo.learning_report import check_targets
     row = lambda name, acc: {"controller": name, "final_accuracy": acc, "params_in_all": 2258}
     seed = {"train_seed": 0, "final_accuracy": 90.0, "min_head_entropy": {"action": 0.1},
             "explained_variance_last_quarter": 0.9, "germinates_every_episode": True}
-    rule = lambda acc: next(t for t in bl.check_targets("full", {
+    rule = lambda acc: next(t for t in check_targets("full", {
         "heuristic": row("heuristic", 87.6), "concurrent:conv_heavy+conv_small": row("concurrent:conv_heavy+conv_small",
         90.42), "ppo": row("ppo", acc)}, [seed]) if "best fixed rule" in t["target"])
     close = rule(90.416)  # 24 of 25 episodes equal to the rule's, one 0.1 below: 90.4 against 90.4 would read as a pass
@@ -149,21 +149,21 @@ def test_the_rule_target_shows_the_decimals_that_decide_it():
 
 
 def test_the_rule_target_pairs_each_policy_with_the_rule_on_the_same_seeds():
-    bl = _bench_module("bench_learning")
+    from esper.tamiyo.learning_report import _paired
     rule = {"controller": "concurrent:conv_heavy+conv_small", "final_accuracy": 90.07}
     seeds = [{"final_accuracy": a} for a in (89.98, 90.07, 90.07, 90.07, 90.07)]
-    assert bl._paired(seeds, rule) == " (policy - rule, paired: -0.09, +0.00, +0.00, +0.00, +0.00; -0.02 ± 0.05)"
-    assert bl._paired(seeds[:1], rule) == " (policy - rule, paired: -0.09)"  # one policy: no interval
+    assert _paired(seeds, rule) == " (policy - rule, paired: -0.09, +0.00, +0.00, +0.00, +0.00; -0.02 ± 0.05)"
+    assert _paired(seeds[:1], rule) == " (policy - rule, paired: -0.09)"  # one policy: no interval
 
 
 def test_a_collapsed_head_fails_only_a_policy_that_ends_below_the_best_rule():
-    bl = _bench_module("bench_learning")
+    from esper.tamiyo.learning_report import check_targets
     row = lambda name, acc: {"controller": name, "final_accuracy": acc, "params_in_all": 2000}
     summary = {"static": row("static", 40), "heuristic": row("heuristic", 70),
                "concurrent:conv_heavy+conv_small": row("concurrent:conv_heavy+conv_small", 80), "ppo": row("ppo", 79)}
     seed = lambda k, acc, entropy: {"train_seed": k, "final_accuracy": acc, "min_head_entropy": {"action": entropy},
                                     "explained_variance_last_quarter": 0.7, "germinates_every_episode": True}
-    target = lambda seeds: next(t for t in bl.check_targets("short", summary, seeds) if "entropy" in t["target"])
+    target = lambda seeds: next(t for t in check_targets("short", summary, seeds) if "entropy" in t["target"])
     ok = target([seed(0, 80, 0.001), seed(1, 78, 0.2)])  # collapsed at the rule's level; below it, still exploring
     assert ok["pass"] and ok["value"] == "min head entropy 0.001", ok
     bad = target([seed(0, 80, 0.2), seed(1, 78, 0.005)])
@@ -253,10 +253,12 @@ def test_refuses_bad_ppo_settings_in_one_line(tmp_path, capsys, flags, line):
 def test_reward_weights_are_the_presets_unless_a_flag_sets_one(tmp_path):
     bl = _bench_module("bench_learning")
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
-    weights = lambda args: bl.reward_config({"rent_weight": args.rent_weight,
+    from esper.simic.envs.rewards import RewardConfig
+    from esper.simic.trainers.learning_jobs import reward_config
+    weights = lambda args: reward_config({"rent_weight": args.rent_weight,
                                              "contribution_weight": args.contribution_weight,
                                              "unkept_weight": args.unkept_weight})
-    assert weights(resolve("--preset", "short")) == bl.RewardConfig()  # RewardConfig's defaults
+    assert weights(resolve("--preset", "short")) == RewardConfig()  # RewardConfig's defaults
     full = weights(resolve("--preset", "full"))
     assert (full.rent_weight, full.contribution_weight) == (0.0, 0.1)  # a fifth of RewardConfig's payment
     set_both = weights(resolve("--preset", "short", "--contribution-weight", "0", "--rent-weight", "0.1"))
@@ -279,13 +281,14 @@ def test_each_preset_has_its_held_out_seeds_unless_a_flag_names_them(tmp_path):
 
 
 def test_episodes_that_share_task_seeds_are_checked_and_held_out(tmp_path, capsys):
+    from esper.simic.trainers.learning_jobs import training_task_seeds
     bl = _bench_module("bench_learning")
     resolve = lambda *argv: bl.resolve_args(bl.build_parser(), [*argv, "--out", str(tmp_path / "bl")])
     shared = resolve("--preset", "full", "--episodes-per-task-seed", "4", "--group-baseline")
     assert (shared.episodes_per_task_seed, shared.group_baseline) == (4, True)
     assert shared.overrides == {"episodes_per_task_seed": 4, "group_baseline": True}  # the table says it
     assert resolve("--preset", "full").overrides == {}
-    assert bl.training_task_seeds([2], 8, 4) == {2, 3} and bl.training_task_seeds([2], 3) == {2, 3, 4}
+    assert training_task_seeds([2], 8, 4) == {2, 3} and training_task_seeds([2], 3) == {2, 3, 4}
     for argv, says in ((["--episodes-per-task-seed", "3"], "must divide --n-envs 8"),
                        (["--group-baseline"], "needs --episodes-per-task-seed >= 2"),
                        (["--episodes", "16", "--train-seeds", "0", "--episodes-per-task-seed", "2", "--eval-seeds",
@@ -296,10 +299,10 @@ def test_episodes_that_share_task_seeds_are_checked_and_held_out(tmp_path, capsy
 
 
 def test_resuming_a_finished_seed_adds_no_training_time(tmp_path):
-    bl = _bench_module("bench_learning")
+    from esper.simic.trainers.learning_jobs import CurveProbe
     clock = tmp_path / "clock.json"
     clock.write_text(json.dumps({"train_seconds": 797.0}))
-    probe = bl.CurveProbe({"eval_every": 16, "episodes": 320, "curve_seeds": []}, clock)
+    probe = CurveProbe({"eval_every": 16, "episodes": 320, "curve_seeds": []}, clock)
     time.sleep(0.05)  # time passes in this process, but no update ran
     assert probe.elapsed() == 797.0
     probe(None, {"episodes": 8})  # an update (no curve episode due yet): its time now counts, and the clock keeps it

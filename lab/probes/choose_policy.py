@@ -19,12 +19,12 @@ from typing import Any
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the benchmarks' own code
-import bench_learning as bl  # (the benchmark's episode settings, play() and task seeds)
-
 from esper.cli import OneLineParser, positive_int, DistinctSeeds, seed_int
 from esper.leyline.files import write_json_atomic
+from esper.simic.envs.env import load_ppo_controller
+from esper.simic.trainers.learning_jobs import play, training_task_seeds
 from esper.cli.runs import stoppable_pool, stops_in_one_line
+from esper.tamiyo.learning_report import best_rule_name
 
 EPISODE_KEYS = ("max_epochs", "max_batches", "lr_schedule", "param_budget")  # what play() needs of a run's config
 
@@ -37,10 +37,10 @@ def play_job(policy: str, task_seed: int, setup: dict[str, Any]) -> dict[str, An
     "One kept policy, greedy, on one task seed."
     torch.set_num_threads(1)
     try:
-        controller = bl.load_ppo_controller(policy)
+        controller = load_ppo_controller(policy)
     except (OSError, ValueError, RuntimeError) as e:
         raise UnreadablePolicy(f"cannot load kept policy {policy}: {e}") from None
-    row = bl.play(controller, task_seed, setup)
+    row = play(controller, task_seed, setup)
     # the choice sees validation only: the test split stays for the evaluation seeds' report
     return {"policy": policy, "seed": task_seed, "accuracy": row["final_val_accuracy"],
             "params_added": row["params_added"]}
@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--run: cannot read a finished benchmark's results.json in {run}: {e!r}")
     setup = {k: config[k] for k in EPISODE_KEYS}
     eval_seeds = sorted({e["eval_seed"] for e in results["episodes"]})
-    used = bl.training_task_seeds(seeds, config["episodes"], config.get("episodes_per_task_seed") or 1)
+    used = training_task_seeds(seeds, config["episodes"], config.get("episodes_per_task_seed") or 1)
     clash = sorted(set(args.validation_seeds) & (used | set(config["curve_seeds"]) | set(eval_seeds)))
     if clash:
         ap.error(f"--validation-seeds {clash} are task seeds the run trained, drew its curve or evaluated on")
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             held_out = played([(chosen[k], s) for k in seeds for s in eval_seeds])
     except UnreadablePolicy as e:  # the pool has stopped its workers; nothing was written
         ap.error(f"--run: {e}")
-    rule_name = bl.best_rule_name(results["summary"])
+    rule_name = best_rule_name(results["summary"])
     rule = by_seed([e for e in results["episodes"] if e["controller"] == rule_name], "final_accuracy")
     print(f"best rule {rule_name}: {statistics.fmean(rule.values()):.2f}% on evaluation seeds {eval_seeds}; "
           f"choice on validation seeds {args.validation_seeds}")

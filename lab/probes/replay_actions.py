@@ -18,7 +18,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))  # the be
 import bench_learning as bl  # (the benchmark's presets, episode settings and controllers)
 
 from esper.cli import OneLineParser, DistinctSeeds, seed_int
-from esper.simic.envs.env import PPOController, decode_action
+from esper.simic.envs.env import PPOController, decode_action, load_ppo_controller
+from esper.simic.trainers.learning_jobs import TASK, episode_config, make_baseline
 from esper.tamiyo.episode import run_episode
 from esper.tasks import get_task
 
@@ -75,21 +76,21 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("name at least one of --checkpoints and --rules")
     for name in args.rules:
         try:
-            bl.make_baseline(name, args.seeds[0])
+            make_baseline(name, args.seeds[0])
         except ValueError as e:
             ap.error(f"--rules: {e}")
     policies = []
     for path in args.checkpoints:  # loaded once; a greedy policy plays every seed the same way
         try:
-            policies.append((path, bl.load_ppo_controller(path)))
+            policies.append((path, load_ppo_controller(path)))
         except (OSError, ValueError, RuntimeError) as e:  # missing, truncated or foreign: one line, no traceback
             ap.error(f"--checkpoints: cannot load {path}: {e}")
     torch.set_num_threads(1)
     setup = bl.PRESETS[args.preset]
     for seed in args.seeds:
-        for name, controller in [(name, bl.make_baseline(name, seed)) for name in args.rules] + policies:
+        for name, controller in [(name, make_baseline(name, seed)) for name in args.rules] + policies:
             timeline = Timeline(controller)
-            result = run_episode(get_task(bl.TASK, seed=seed), timeline, bl.episode_config(setup), seed=seed)
+            result = run_episode(get_task(TASK, seed=seed), timeline, episode_config(setup), seed=seed)
             print(f"task seed {seed}  {name}: {result.final_accuracy:.1f}%  {' '.join(timeline.moves)}", flush=True)
             if args.probs and timeline.unsure:
                 print(f"    unsure: {' '.join(timeline.unsure)}", flush=True)

@@ -27,6 +27,7 @@ from esper.cli.runs import stoppable_pool
 from esper.cli import OneLineParser, DistinctSeeds, seed_int
 from esper.leyline.files import json_text, write_files_atomic
 from esper.simic.envs.env import load_ppo_controller
+from esper.simic.trainers.learning_jobs import train_job
 from esper.tamiyo.suite_report import play_policy
 from esper.tamiyo.plan_search import Play, PlayCache, as_played, run_plays
 from esper.tamiyo.plans import Plan
@@ -46,7 +47,7 @@ def train(run_seed: int, out: str, flags: list[str]) -> dict:
     args = bl.resolve_args(bl.build_parser(), ["--suite", "heldout", "--features", "run", "--eval-every", "64",
                                                 "--run-seeds", str(run_seed), "--out", out, "--workers", "1",
                                                 "--test-seeds", "4000", *flags])
-    t = bl.train_job(run_seed, bl.make_setup(args) | {"suite": "heldout"})
+    t = train_job(run_seed, bl.make_setup(args) | {"suite": "heldout"})
     return {"run_seed": run_seed, "flags": flags, "train_seconds": t["train_seconds"],
             "curve": [(r["episodes"], r["eval_accuracy"]) for r in t["history"] if r.get("eval_accuracy") is not None]}
 
