@@ -105,15 +105,18 @@ HELDOUT = register_suite(
 SMALL_TRAIN = register_suite(
     Suite(
         "small-train",
-        1,
+        2,
         (
             problem("mnist1d-p2500", param_budget=2500),
             problem("mnist1d-p1600", param_budget=1600),
+            problem("mnist1d-c30", compute_budget=30.0),
+            problem("mnist1d-shuffled-p2500", param_budget=2500, shuffle_seq=True),
             problem("mnist1d-shuffled-c30", compute_budget=30.0, shuffle_seq=True),
+            problem("digits-p3000", "digits", param_budget=3000),
             problem("digits-c40", "digits", compute_budget=40.0),
         ),
-        "four of train's problems, for `make run`: ordered MNIST-1D under two parameter budgets, shuffled MNIST-1D "
-        "and digits under compute budgets",
+        "seven of train's problems, for `make run`: ordered and shuffled MNIST-1D and digits, each under a parameter "
+        "and a compute budget",
     )
 )
 
