@@ -87,7 +87,7 @@ def _trained_with(
         payload = read_checkpoint(checkpoint)
     except (ValueError, OSError):  # the ppo controller's own load reports the file's fault, in one line
         return {}
-    trainer = payload.get("trainer") or {}
+    trainer = payload.get("trainer") or payload.get("trained") or {}  # a checkpoint's, or a policy file's
     config, history = trainer.get("config") or {}, trainer.get("history") or []
     suite = config.get("suite") or {}
     said = {

@@ -7,9 +7,9 @@ __all__ = ['EntropySchedule', 'linear_anneal', 'floor_scale', 'ActorCritic', 'Fa
            'RolloutBuffer', 'MultiEnvRolloutBuffer', 'compute_gae', 'GradientStats', 'PPOUpdateMetrics', 'HeadLogProbs',
            'HeadEntropies', 'ActionDict', 'RunningMeanStd', 'RewardNormalizer', 'AnomalyDetector', 'AnomalyReport',
            'TrainingConfig', 'PPOAgent', 'Truncation', 'ppo_loss', 'update_recurrent', 'save_agent', 'load_agent',
-           'RewardConfig', 'RewardTerms', 'compute_reward', 'PPOController', 'load_ppo_controller', 'ParallelEnvState',
-           'EpisodeSpec', 'RunSettings', 'train_ppo_vectorized', 'PPO', 'TrainingInterrupted', 'train_ppo',
-           'train_heuristic', 'default_workers', 'WorkerError']
+           'save_policy', 'RewardConfig', 'RewardTerms', 'compute_reward', 'PPOController', 'load_ppo_controller',
+           'ParallelEnvState', 'EpisodeSpec', 'RunSettings', 'train_ppo_vectorized', 'PPO', 'TrainingInterrupted',
+           'train_ppo', 'train_heuristic', 'default_workers', 'WorkerError']
 
 # %% ../../nbs/simic/12_simic.ipynb #5df945d1
 from .agent.annealing import EntropySchedule, linear_anneal, floor_scale
@@ -23,7 +23,7 @@ from .agent.ppo import PPOAgent
 from .agent.ppo_update import Truncation  # importing it attaches storing, the update and saving to PPOAgent
 from .agent.ppo_loss import ppo_loss
 from .agent.recurrent import update_recurrent
-from .agent.checkpoint import save_agent, load_agent
+from .agent.checkpoint import save_agent, load_agent, save_policy
 from .envs.rewards import RewardConfig, RewardTerms, compute_reward
 from .envs.env import PPOController, load_ppo_controller
 from .envs.parallel_env_state import ParallelEnvState, EpisodeSpec
@@ -60,6 +60,7 @@ _all_ = [
     "update_recurrent",
     "save_agent",
     "load_agent",
+    "save_policy",
     "RewardConfig",
     "RewardTerms",
     "compute_reward",

@@ -6,7 +6,7 @@
 __all__ = ['CHECKPOINT_FORMAT', 'CHECKPOINT_VERSION', 'ARCH_FIELDS', 'HPARAM_FIELDS', 'AGENT_ENTRIES', 'FINITE_ENTRIES',
            'TRAINER_ENTRIES', 'agent_config', 'stored_config', 'stored_actions', 'save_agent', 'verify_archive',
            'check_entries', 'first_nonfinite', 'check_trainer_state', 'read_checkpoint', 'restore_agent', 'load_agent',
-           'agent_from_checkpoint']
+           'agent_from_checkpoint', 'save_policy']
 
 # %% ../../../nbs/simic/agent/10_checkpoint.ipynb #832e1ee5
 import math
@@ -91,7 +91,7 @@ def save_agent(
 AGENT_ENTRIES: dict[str, tuple[type, ...]] = {
     "config": (dict,),
     "network_state_dict": (dict,),
-    "optimizer_state_dict": (dict,),
+    "optimizer_state_dict": (dict, type(None)),  # None: a policy file (`save_policy`), weights without training state
     "train_steps": (int,),
     "obs_normalizer": (dict, type(None)),
     "reward_normalizer": (dict, type(None)),
@@ -150,7 +150,7 @@ def check_entries(
     if odd is not None:
         raise ValueError(f"{bad}: network_state_dict[{odd!r}] is a {type(weights[odd]).__name__}, not a tensor")
     opt = payload["optimizer_state_dict"]
-    if not isinstance(opt.get("state"), dict) or not isinstance(opt.get("param_groups"), list):
+    if opt is not None and (not isinstance(opt.get("state"), dict) or not isinstance(opt.get("param_groups"), list)):
         raise ValueError(f"{bad}: optimizer_state_dict lacks its state dict or its param_groups list")
     obs = payload["obs_normalizer"]
     if obs is not None and not all(isinstance(obs.get(k), torch.Tensor) for k in ("mean", "var", "count")):
@@ -310,7 +310,8 @@ def restore_agent(
         raise ValueError(f"{path}: its network weights do not fit the agent: {_one_line(e)}") from None
     agent.optimizer = agent._make_optimizer()  # weight_decay decides Adam vs AdamW
     try:
-        agent.optimizer.load_state_dict(match_optimizer_state(ck["optimizer_state_dict"], agent.optimizer))
+        if ck["optimizer_state_dict"] is not None:  # None: a policy file; training from it starts a fresh optimizer
+            agent.optimizer.load_state_dict(match_optimizer_state(ck["optimizer_state_dict"], agent.optimizer))
     except (RuntimeError, ValueError, KeyError, TypeError, IndexError) as e:
         raise ValueError(f"{path}: its optimizer state does not fit the agent: {_one_line(e)}") from None
     agent._use_kernels()  # the saved groups name the kernel of the device and settings they were saved with
@@ -351,3 +352,22 @@ def agent_from_checkpoint(path: str | os.PathLike, device="cpu"):
     )
     restore_agent(agent, ck, path)
     return agent
+
+# %% ../../../nbs/simic/agent/10_checkpoint.ipynb #e7f1a2b2
+def save_policy(
+    checkpoint: str | os.PathLike,  # a checkpoint `PPOAgent.save` or `esper-train ppo --save` wrote
+    path: str | os.PathLike,  # where to write the policy (atomically)
+    overwrite: bool = False,  # replace an existing file at `path`
+) -> dict:
+    "The policy of `checkpoint` alone, for playing: weights, configuration, normalisers and what it trained on."
+    if Path(path).exists() and not overwrite:
+        raise FileExistsError(f"{path} exists: pass overwrite=True to replace it")
+    ck = read_checkpoint(checkpoint)
+    keep = ("format", "version", "config", "network_state_dict", "train_steps", "obs_normalizer", "reward_normalizer")
+    payload = {k: ck[k] for k in keep} | {"optimizer_state_dict": None}
+    trainer = ck.get("trainer")
+    if trainer is not None:  # what it trained on, for `compare`'s notes; no run resumes from a policy
+        said = {k: trainer[k] for k in ("config", "batches_planned") if k in trainer}
+        payload["trained"] = said | {"history": trainer["history"][-1:]}
+    save_torch_atomic(Path(path), payload)
+    return payload

@@ -63,6 +63,8 @@ def load_training_checkpoint(
 ) -> dict[str, Any]:
     "Restore `agent` from `path` and return the trainer state (RNG states are not applied here)."
     ck = read_checkpoint(path, map_location=agent.device)
+    if ck["optimizer_state_dict"] is None:  # weights alone
+        raise ValueError(f"{path} is a policy file (save_policy): it plays, but holds no training state to resume")
     if "trainer" not in ck:
         raise ValueError(
             f"{path} is an agent checkpoint without trainer state (written by PPOAgent.save?); "
