@@ -1,6 +1,5 @@
 """A policy file (`save_policy`): the weights of a trained run alone, played by `compare` as the run's own checkpoint
 is, saying what it trained on; no run resumes from it (issue 75, item 5: policies a user can load)."""
-import argparse
 
 import pytest
 import torch
