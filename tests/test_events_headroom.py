@@ -1,4 +1,4 @@
-"""bench/events_headroom.py on the `tiny-events` suite: after suite_headroom.py's report, the hindsight oracle is chosen
+"""lab/probes/events_headroom.py on the `tiny-events` suite: after suite_headroom.py's report, the hindsight oracle is chosen
 per kind of episode (shifts or not) on the tune seeds, played on the test seeds of its kind, and split out; a rerun
 plays nothing."""
 import importlib.util
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 
-def _bench(name):
-    bench = Path(__file__).resolve().parents[1] / "bench"
+def _bench(name, where="bench"):
+    bench = Path(__file__).resolve().parents[1] / where
     if str(bench) not in sys.path: sys.path.insert(0, str(bench))
     spec = importlib.util.spec_from_file_location(name, bench / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
@@ -24,7 +24,7 @@ def test_the_tiny_events_suite_end_to_end(tmp_path, capsys):
     _bench("suite_headroom").main(["--suite", "tiny-events", "--tune-seeds", "1000", "1001", "--test-seeds", "2000",
                                    "2001", "--reactive", "--cache", cache, "--out", str(out)])
     report = json.loads((out / "headroom.json").read_text())
-    e = _bench("events_headroom")
+    e = _bench("events_headroom", "lab/probes")
     args = ["--report", str(out / "headroom.json"), "--cache", cache, "--out", str(out)]
     e.main(args)
     table = capsys.readouterr().out

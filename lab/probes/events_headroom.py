@@ -8,7 +8,7 @@ and over the suite, the test accuracy of the open-loop oracle, the tuned reactiv
 every test episode and on those that shift, with the margins over the open-loop oracle (paired 95% CIs over
 problems x seeds). Episodes already in the cache are not played again.
 
-    OMP_NUM_THREADS=1 python bench/events_headroom.py --report nbs/results/events/headroom.json \
+    OMP_NUM_THREADS=1 python lab/probes/events_headroom.py --report nbs/results/events/headroom.json \
         --cache runs/events_plays.jsonl --out nbs/results/events
 """
 import json
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--out {a.out} already holds {', '.join(found)}; pass --overwrite to replace them")
     check_output_dir(a.out, "--out")
     r = analyse(report, PlayCache(a.cache), a.workers)
-    r["command"] = " ".join(["python bench/events_headroom.py", *(argv if argv is not None else sys.argv[1:])])
+    r["command"] = " ".join(["python lab/probes/events_headroom.py", *(argv if argv is not None else sys.argv[1:])])
     table = markdown(r)
     print(table)
     write_files_atomic(Path(a.out), {"events_headroom.json": json_text(relative_paths(r)),
