@@ -95,10 +95,10 @@ def run(envs: int, max_epochs: int, max_batches: int) -> float:
 
 def run_bare(envs: int, max_epochs: int, max_batches: int) -> float:
     "Seconds for the host-training steps alone: `envs` plain hosts, each `max_epochs` x `max_batches` SGD steps."
-    task, cfg = get_task("mnist1d"), EpisodeConfig(max_batches=max_batches)
+    task, cfg = get_task("mnist1d"), EpisodeConfig()
     t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(envs):
-        host = task.make_host(cfg.host)
+        host = task.make_host(None)
         opt = make_sgd(host.parameters(), cfg.host_lr, cfg.momentum)
         host.train()
         for _ in range(max_epochs):

@@ -19,6 +19,7 @@ import statistics
 import tempfile
 import time
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,8 @@ from esper.leyline.files import write_json_atomic
 from esper.leyline.stats import mean_ci95
 from esper.simic.envs.gym_env import GrowthEnv
 from esper.simic.trainers.suite_jobs import PEER_ENVS as N_ENVS, greedy  # the suite benchmark's peer, the same
-from esper.tamiyo.episode import EpisodeConfig
+from esper.simic.envs.parallel_env_state import task_with_shuffle
+from esper.tamiyo.problems import GrowthProblem
 
 PRESETS = {"short": dict(max_epochs=15, max_batches=30), "full": dict(max_epochs=30, max_batches=None)}
 TRAIN_METRICS = ("explained_variance", "entropy_loss", "approx_kl", "clip_fraction", "value_loss",
@@ -42,8 +44,9 @@ def mean_ci(xs: list[float]) -> tuple[float, float]:
     return m, (half if len(xs) > 1 else float("nan"))
 
 
-def episode_config(preset: str) -> EpisodeConfig:
-    return EpisodeConfig(**PRESETS[preset])
+def problem_of(preset: str) -> GrowthProblem:
+    "MNIST-1D for the preset's epochs and batches, each episode's data order seeded by its seed (as GrowthEnv's own)."
+    return GrowthProblem("mnist1d", task_factory=partial(task_with_shuffle, "mnist1d"), **PRESETS[preset])
 
 
 def make_training_log():
@@ -90,13 +93,13 @@ def make_training_log():
     return TrainingLog
 
 
-def train(seed: int, cfg: EpisodeConfig, episodes: int):
+def train(seed: int, cfg: GrowthProblem, episodes: int):
     "Train MaskablePPO for `episodes` episodes (rounded up to whole updates); returns (model, VecNormalize, log)."
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.vec_env import DummyVecEnv, VecNormalize
 
     steps = cfg.max_epochs - 1
-    venv = VecNormalize(DummyVecEnv([lambda: GrowthEnv(episode_config=cfg)] * N_ENVS),
+    venv = VecNormalize(DummyVecEnv([lambda: GrowthEnv(suite=cfg)] * N_ENVS),
                         norm_obs=True, norm_reward=False, gamma=0.99)
     model = MaskablePPO("MlpPolicy", venv, n_steps=steps, batch_size=N_ENVS * steps, n_epochs=10, gamma=0.99,
                         ent_coef=0.01, policy_kwargs=dict(net_arch=[256, 256]), seed=seed, device="cpu", verbose=0)
@@ -105,9 +108,9 @@ def train(seed: int, cfg: EpisodeConfig, episodes: int):
     return model, venv, log
 
 
-def evaluate(policy, cfg: EpisodeConfig, eval_seeds: list[int]) -> list[dict]:
+def evaluate(policy, cfg: GrowthProblem, eval_seeds: list[int]) -> list[dict]:
     "One episode per eval seed; `policy(obs, mask) -> action` (None: the static host, WAIT every epoch)."
-    env, rows = GrowthEnv(episode_config=cfg), []
+    env, rows = GrowthEnv(suite=cfg), []
     wait = np.zeros(len(env.action_space.nvec), dtype=np.int64)
     for s in eval_seeds:
         obs, info = env.reset(seed=s)
@@ -145,7 +148,7 @@ def main():
     except OSError as e:
         p.error(f"--out {args.out}: cannot write there ({e.strerror or e})")
     torch.set_num_threads(1)
-    cfg, t0 = episode_config(args.preset), time.perf_counter()
+    cfg, t0 = problem_of(args.preset), time.perf_counter()
     print(f"MaskablePPO on GrowthEnv, preset {args.preset} {PRESETS[args.preset]}, {args.episodes} episodes per seed, "
           f"training seeds {args.seeds}, eval seeds {args.eval_seeds}", flush=True)
 

@@ -63,7 +63,7 @@ def test_rewards_equal_step_reward_of_the_same_episode(seed):
         obs, r, term, trunc, info = env.step(np.array(a))
         actions.append(a); env_rewards.append(r); done = term or trunc
         assert info["action_legal"] and not trunc
-    assert len(env_rewards) == CFG.max_epochs - 1
+    assert len(env_rewards) == env.unwrapped.episode_spec.max_epochs - 1
     assert GERMINATE in [a[3] for a in actions]
     final = info
 

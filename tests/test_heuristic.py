@@ -4,6 +4,7 @@ import torch
 
 from esper.leyline import LifecycleOp, SeedStage
 from esper.tasks import get_task
+from esper.tamiyo.problems import GrowthProblem
 from esper.tamiyo import (Episode, EpisodeConfig, HeuristicConfig, HeuristicTamiyo, SignalTracker, TamiyoAction,
                           run_episode)
 
@@ -27,7 +28,8 @@ def test_heuristic_config_validation():
 def test_short_heuristic_episode_syncs_telemetry_every_epoch():
     task = get_task("mnist1d")
     tam = HeuristicTamiyo(HeuristicConfig(min_epoch_to_germinate=1, plateau_epochs=0))
-    ep = Episode(task, EpisodeConfig(max_epochs=6, max_batches=10, blend_epochs=1, counterfactual_stages=("BLENDING", "HOLDING")))
+    cfg = EpisodeConfig(blend_epochs=1, counterfactual_stages=("BLENDING", "HOLDING"))
+    ep = Episode(task, cfg, problem=GrowthProblem.of_task(task, max_epochs=6, max_batches=10))
     tam.reset(); obs = ep.reset(seed=0)
     synced = []
     while not ep.done:
@@ -56,7 +58,7 @@ def test_heuristic_avoids_recently_pruned_blueprint():
 
 
 def test_episode_rejects_bad_config_and_step_before_reset():
-    with pytest.raises(ValueError, match="max_epochs"): EpisodeConfig(max_epochs=0)
+    with pytest.raises(ValueError, match="max_epochs"): GrowthProblem("bad", max_epochs=0)
     with pytest.raises(ValueError, match="counterfactual_stages"): EpisodeConfig(counterfactual_stages=("ALIVE",))
     with pytest.raises(RuntimeError, match="reset"): Episode(get_task("mnist1d")).step(TamiyoAction.wait())
 

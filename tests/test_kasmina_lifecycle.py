@@ -9,6 +9,7 @@ from esper.leyline import BLUEPRINTS, BlendAlgorithm, IllegalTransitionError, Se
 from esper.tasks import build_host, get_task
 from esper.tamiyo import Episode, EpisodeConfig, TamiyoAction
 from esper.leyline import LifecycleOp
+from esper.tamiyo.problems import GrowthProblem
 
 
 def mnist_model(**kw):
@@ -95,7 +96,7 @@ def test_no_host_gradient_through_seed_input_in_training():
 
 def test_seed_output_stays_bounded_through_training_and_blending():
     task = get_task("mnist1d")
-    ep = Episode(task, EpisodeConfig(max_epochs=8, blend_epochs=2, max_batches=15, counterfactual_stages=()))
+    ep = Episode(task, EpisodeConfig(blend_epochs=2, counterfactual_stages=()), problem=GrowthProblem.of_task(task, max_epochs=8, max_batches=15))
     ep.reset(seed=0)
     xb = next(iter(task.val_loader))[0][:256]
     ep.step(TamiyoAction(LifecycleOp.GERMINATE, "block1", "conv_heavy"))

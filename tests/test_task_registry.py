@@ -5,6 +5,7 @@ import torch
 
 from esper.tamiyo import EpisodeConfig, StaticTamiyo, run_episode
 from esper.tasks import TASK_FAMILIES, TASK_NAMES, Setting, Splits, TaskFamily, get_task, register_task, split_sizes
+from esper.tamiyo.problems import GrowthProblem
 
 
 def load_signs(cfg, settings):
@@ -52,7 +53,7 @@ def test_bad_settings_are_one_line_naming_the_field_and_the_allowed_values(signs
 
 def test_an_episode_on_a_registered_family_reports_the_test_split(signs):
     task = get_task("signs", seed=3)
-    r = run_episode(task, StaticTamiyo(), EpisodeConfig(max_epochs=2), seed=3)
+    r = run_episode(task, StaticTamiyo(), seed=3, problem=GrowthProblem.of_task(task, max_epochs=2))
     assert r.epochs == 2 and r.final_val_accuracy == r.history[-1]["val_accuracy"]
     assert 0 <= r.final_accuracy <= 100 and r.final_accuracy * task.n_test / 100 == pytest.approx(
         round(r.final_accuracy * task.n_test / 100))  # a count of the 40 test rows

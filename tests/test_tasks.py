@@ -247,7 +247,7 @@ def test_cifar10_subsets_grow_the_impaired_resnet_in_an_episode(tiny_cifar):
     task = get_task("cifar10", data_dir=tiny_cifar, batch_size=4, settings=settings, host="cifar_resnet_impaired")
     assert (task.n_train, task.n_val, task.n_test) == (16, 4, 6)
     assert task.make_host().block_names == ("stage1", "stage2", "stage3")
-    res = run_episode(task, PlanTamiyo("conv_small@stage2/1"), EpisodeConfig(max_epochs=2, max_batches=2), seed=0)
+    res = run_episode(task, PlanTamiyo("conv_small@stage2/1"), seed=0, problem=GrowthProblem.of_task(task, max_epochs=2, max_batches=2))
     assert res.grown.startswith("conv_small@stage2") and res.params_added == 32 * 32 * 9 + 2 * 32 + 32 * 32 + 32
     problem = GrowthProblem("cifar-resnet-p20k", "cifar10", settings, "cifar_resnet_impaired", param_budget=20_000)
     assert problem.load_task(0, data_dir=tiny_cifar).n_test == 6

@@ -17,6 +17,7 @@ from esper.tamiyo.plans import PlanTamiyo
 from esper.tasks import TinyGPT, get_task, task_from_data, write_corpus
 from esper.tasks.shakespeare import WORKS, corpus_dir, corpus_from_archive, split_works
 from esper.tolaria import validate
+from esper.tamiyo.problems import GrowthProblem
 
 
 @pytest.fixture
@@ -37,7 +38,7 @@ def _task(corpus, **settings):
 def test_a_text_episode_trains_on_characters_and_reports_bits(corpus):
     task = _task(corpus)
     assert task.metric == BitsPerToken(task.n_classes, "bits per character") and task.input_dtype == torch.long
-    res = run_episode(task, HeuristicTamiyo(), EpisodeConfig(max_epochs=3), seed=0)
+    res = run_episode(task, HeuristicTamiyo(), seed=0, problem=GrowthProblem.of_task(task, max_epochs=3))
     assert res.metric == "bits per character"
     first, last = res.history[0], res.history[-1]
     assert last["val_metric"] < first["val_metric"] < math.log2(task.n_classes) + 0.5  # it learns
@@ -64,7 +65,7 @@ def test_the_test_bits_are_the_mean_over_every_character_of_the_split(corpus):
 def test_a_classification_task_keeps_accuracy_as_its_metric():
     task = get_task("mnist1d")
     assert task.metric is ACCURACY
-    res = run_episode(task, HeuristicTamiyo(), EpisodeConfig(max_epochs=1, max_batches=2), seed=0)
+    res = run_episode(task, HeuristicTamiyo(), seed=0, problem=GrowthProblem.of_task(task, max_epochs=1, max_batches=2))
     assert res.metric == "accuracy" and res.final_metric == res.final_accuracy
     assert res.history[0]["val_metric"] == res.history[0]["val_accuracy"]
 
@@ -73,7 +74,7 @@ def test_a_task_from_data_may_name_its_metric():
     ids = torch.randint(0, 7, (40, 9))
     task = task_from_data((ids[:, :-1], ids[:, 1:]), (ids[:8, :-1], ids[:8, 1:]), model=lambda: TinyGPT(7, 8, 16),
                           metric=BitsPerToken(7))
-    res = run_episode(task, HeuristicTamiyo(), EpisodeConfig(max_epochs=1, slots=["block1"]), seed=0)
+    res = run_episode(task, HeuristicTamiyo(), seed=0, problem=GrowthProblem.of_task(task, max_epochs=1, slots=["block1"]))
     assert res.metric == "bits per token" and res.final_metric > 0
 
 

@@ -5,8 +5,8 @@
 # %% auto #0
 __all__ = ['TrainingSignals', 'SignalTracker', 'TamiyoAction', 'Controller', 'HeuristicConfig', 'HeuristicTamiyo',
            'EpisodeGradientStats', 'EpisodeConfig', 'ActionResult', 'apply_action', 'EpisodeResult', 'Episode',
-           'run_episode', 'GrowthLoop', 'StaticTamiyo', 'RandomTamiyo', 'obs_to_base_features',
-           'obs_to_base_features_tensor', 'compute_action_mask']
+           'run_episode', 'GrowthProblem', 'Suite', 'get_suite', 'GrowthLoop', 'StaticTamiyo', 'RandomTamiyo',
+           'obs_to_base_features', 'obs_to_base_features_tensor', 'compute_action_mask']
 
 # %% ../../nbs/tamiyo/09_tamiyo.ipynb #a7bf8ba9
 from .signals import TrainingSignals, SignalTracker, TamiyoAction, Controller
@@ -19,6 +19,7 @@ from esper.tamiyo.episode_parts import (
     EpisodeResult,
 )
 from .episode import Episode, run_episode
+from .problems import GrowthProblem, Suite, get_suite
 from .loop import GrowthLoop
 from .baselines import StaticTamiyo, RandomTamiyo
 from .features import obs_to_base_features, obs_to_base_features_tensor, compute_action_mask
@@ -38,6 +39,9 @@ _all_ = [
     "EpisodeResult",
     "Episode",
     "run_episode",
+    "GrowthProblem",
+    "Suite",
+    "get_suite",
     "GrowthLoop",
     "StaticTamiyo",
     "RandomTamiyo",

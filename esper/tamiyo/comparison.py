@@ -6,7 +6,7 @@
 __all__ = ['ComparisonSettings', 'run_comparison', 'run_suite_comparison']
 
 # %% ../../nbs/tamiyo/11_comparison.ipynb #a5d49a2c
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from esper.tamiyo.controllers import (
 )
 from .episode import run_episode
 from .episode_parts import EpisodeConfig
-from .problems import Suite, get_suite
+from .problems import GrowthProblem, Suite, get_suite
 from ..tasks import TASK_FAMILIES, get_task, preset_block_names
 
 # %% ../../nbs/tamiyo/11_comparison.ipynb #15ef8a7f
@@ -48,15 +48,10 @@ class ComparisonSettings:
         "What every controller is built with (`make_controller`)."
         return ControllerOptions(self.checkpoint, self.device, tuple(self.fixed_rule), self.fixed_concurrent)
 
-    def episode_config(self) -> EpisodeConfig:
-        "The episode every controller of a one-task comparison plays."
-        return EpisodeConfig(
-            max_epochs=self.max_epochs,
-            host=self.host,
-            max_batches=self.max_batches,
-            lr_schedule=self.lr_schedule,
-            param_budget=self.param_budget,
-        )
+    def problem(self, task: str) -> GrowthProblem:
+        "The problem every controller of a one-task comparison plays: task family `task` under these settings."
+        keep = ("host", "max_epochs", "max_batches", "param_budget", "blueprints")
+        return GrowthProblem(task, task, **{k: getattr(self, k) for k in keep})
 
 
 def _check_controllers(
@@ -105,7 +100,8 @@ def run_comparison(
     "Run every controller on every seed; return (and optionally write) the per-episode results and the table."
     settings = settings or ComparisonSettings()
     actions = _comparison_menu(controllers, seeds, settings, out)
-    cfg, options, host = settings.episode_config(), settings.controller_options, settings.host
+    problem, options, host = settings.problem(task), settings.controller_options, settings.host
+    cfg = EpisodeConfig(lr_schedule=settings.lr_schedule)
     results: dict[str, list[dict[str, Any]]] = {}
     for name in controllers:
         for s in seeds:
@@ -113,7 +109,8 @@ def run_comparison(
             t = get_task(
                 task, seed=s, data_dir=settings.data_dir, host=host
             )  # a held-out seed (1000 and up): its own data
-            r = run_episode(t, ctrl, cfg, seed=s, device=settings.device, actions=actions).to_dict() | {"seed": s}
+            r = run_episode(t, ctrl, cfg, s, device=settings.device, actions=actions, problem=problem).to_dict()
+            r |= {"seed": s}
             results.setdefault(name, []).append(r)
             if progress:
                 print(
@@ -198,13 +195,11 @@ def run_suite_comparison(
     options = settings.controller_options
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for p in suite.problems:
-        cfg = p.episode_config(base)
-        cfg = cfg if p.blueprints == actions.blueprints else replace(cfg, blueprints=p.blueprints)
         for name in controllers:
             for s in seeds:
                 ctrl = make_controller(name, s, options)
                 t = p.load_task(s, data_dir=settings.data_dir)  # a held-out seed (1000 and up): its own data
-                r = run_episode(t, ctrl, cfg, seed=s, device=settings.device, actions=actions).to_dict()
+                r = run_episode(t, ctrl, base, s, device=settings.device, actions=actions, problem=p).to_dict()
                 results.setdefault(p.name, {}).setdefault(name, []).append(r | {"seed": s, "problem": p.name})
                 if progress:
                     print(

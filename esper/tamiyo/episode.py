@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from fastcore.basics import patch
 
-from ..leyline import SeedStage, TRAINABLE_SEED_STAGES, DEFAULT_ACTION_SPACE, ActionSpace
+from ..leyline import SeedStage, TRAINABLE_SEED_STAGES, ActionSpace
 from ..leyline import TelemetryEvent, TelemetryEventType
 from ..leyline.metrics import Accuracy, Metric, as_metric
 from ..kasmina import MorphogeneticModel, task_slots
@@ -23,6 +23,7 @@ from ..tolaria.governor import blowup_bound
 from ..tolaria.compute import host_epoch_flops, train_flops_per_sample
 from .signals import SignalTracker, TamiyoAction, Controller
 from .episode_parts import EpisodeGradientStats, EpisodeConfig, ActionResult, apply_action, EpisodeResult
+from .problems import GrowthProblem
 from .episode_parts import grown_seeds, sync_seed_telemetry
 from .observation import episode_observation, input_locality, run_observation
 
@@ -39,10 +40,27 @@ class Episode:
         device: str | torch.device = "cpu",  # where the model trains
         stream: "torch.cuda.Stream|None" = None,  # CUDA stream for this env's work (None: the current stream)
         step_offset: int = 0,  # added to the epoch for the `step` of events (vectorized runs)
-        actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space, or its blueprint menu (names)
+        actions: ActionSpace | tuple[str, ...] | None = None,  # the run's action space or menu (None: the problem's)
+        problem: GrowthProblem | None = None,  # host, slots, menu, budgets, length (None: `GrowthProblem.of_task`)
     ):
-        self.task, self.cfg, self.hub, self.env_id = task, config or EpisodeConfig(), hub, env_id
-        self.actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
+        config = config or EpisodeConfig()
+        menu = None if actions is None else actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
+        if problem is None:  # the task alone; a config made the old way brings the problem's settings
+            problem = GrowthProblem.of_task(
+                task, **({} if menu is None else {"blueprints": menu.blueprints}) | config.problem_fields
+            )
+        elif config.problem_fields:
+            raise ValueError(
+                f"the problem sets {', '.join(config.problem_fields)}: give them to it, not to EpisodeConfig"
+            )
+        if menu is not None and not set(problem.blueprints) <= set(menu.blueprints):
+            raise ValueError(
+                f"problem {problem.name!r} plants {', '.join(problem.blueprints)}; "
+                f"the action space offers {', '.join(menu.blueprints)}"
+            )
+        self.task, self.problem, self.hub, self.env_id = task, problem, hub, env_id
+        self.cfg = problem.episode_config(config.without_problem())  # how it trains: the problem's optimizer, rate
+        self.actions = menu or ActionSpace(problem.blueprints)
         self.device = resolve_device(device)
         if stream is not None and self.device.type != "cuda":
             raise ValueError(f"a CUDA stream needs a CUDA device (got {self.device})")
@@ -73,10 +91,10 @@ class Episode:
 @patch
 def start(self: Episode, seed: int = 0) -> None:
     "Build a fresh model, its optimizers, governor and tracker; no epoch is trained yet."
-    c = self.cfg
+    c, p = self.cfg, self.problem
     seed_everything(seed)
-    host = self.task.make_host(c.host)
-    slots = task_slots(host, c.slots, self.task.example)  # a model of yours: slots measured on its data
+    host = self.task.make_host(p.host)
+    slots = task_slots(host, p.slots, self.task.example)  # a model of yours: slots measured on its data
     self.model = MorphogeneticModel(
         host,
         slots,
@@ -86,11 +104,9 @@ def start(self: Episode, seed: int = 0) -> None:
         c.gates,
         hub=self.hub,
         env_id=self.env_id,
-        param_budget=c.param_budget,
-        blueprints=c.blueprints or (None if self.actions == DEFAULT_ACTION_SPACE else self.actions.blueprints),
+        param_budget=p.param_budget,
+        blueprints=p.blueprints,
     ).to(self.device)
-    if c.blueprints is None and self.model.blueprints != self.actions.blueprints:  # no menu named: the layouts' one
-        self.actions = ActionSpace(self.model.blueprints)
     self.runner = EpochRunner(
         self.model,
         self.device,
@@ -99,7 +115,7 @@ def start(self: Episode, seed: int = 0) -> None:
         c.momentum,
         criterion=self.metric,
         lr_schedule=c.lr_schedule,
-        total_epochs=c.max_epochs,
+        total_epochs=p.max_epochs,
         optimizer=c.optimizer,
     )
     self.governor = None
@@ -124,7 +140,7 @@ def start(self: Episode, seed: int = 0) -> None:
     self.host_grad_norm, self.t0, self.done, self._in_epoch = 0.0, time.perf_counter(), False, False
     self._emit(
         TelemetryEventType.TRAINING_STARTED,
-        {"task": self.task.name, "max_epochs": c.max_epochs, "seed": seed, "slots": list(self.model.slot_ids)},
+        {"task": self.task.name, "max_epochs": p.max_epochs, "seed": seed, "slots": list(self.model.slot_ids)},
         0,
     )
 
@@ -133,7 +149,8 @@ def start(self: Episode, seed: int = 0) -> None:
 def epoch_samples(self: Episode) -> int:
     "Training samples of one epoch: the whole split, or `max_batches` batches of it."
     n, bs = self.task.n_train, self.task.train_loader.batch_size
-    return n if self.cfg.max_batches is None else min(n, self.cfg.max_batches * bs)
+    cap = self.problem.max_batches
+    return n if cap is None else min(n, cap * bs)
 
 
 @patch(as_prop=True)
@@ -256,7 +273,7 @@ def record_validation(
         stats = self.grads.results() if self._rollback is None else {}
         self.host_grad_norm = stats.get("host", {}).get("gradient_norm", 0.0)
         cf_stages = {SeedStage[s] for s in c.counterfactual_stages}
-        self._cf_slots = sync_seed_telemetry(m, stats, self.epoch, c.max_epochs, cf_stages)
+        self._cf_slots = sync_seed_telemetry(m, stats, self.epoch, self.problem.max_epochs, cf_stages)
     return list(self._cf_slots)
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #55c5bbfd
@@ -269,7 +286,7 @@ def finish_epoch(
     if not getattr(self, "_validated", False):
         raise RuntimeError("finish_epoch needs record_validation first")
     self._validated = None
-    m, c, action, result = self.model, self.cfg, self._action, self._result
+    m, c, action, result = self.model, self.problem, self._action, self._result
     tr, va, rollback = self._tr, self._va, self._rollback
     with self.on_stream():
         for slot in self._cf_slots:
@@ -311,7 +328,7 @@ def finish_epoch(
 @patch
 def observation(self: Episode) -> dict[str, Any]:
     "Signals plus seed features (the focus seed, every slot), the run's budgets and sizes, and its data's shape."
-    c = self.cfg
+    c = self.problem
     obs = episode_observation(
         self.model,
         self.tracker.latest.to_obs(),
@@ -419,7 +436,7 @@ def _run_epoch(self: Episode, action: TamiyoAction | None) -> dict[str, Any]:
     "One whole epoch: `begin_epoch`, every batch of the loader through `train_batch`, `end_epoch`."
     self.begin_epoch(action)
     for i, (xb, yb) in enumerate(self.task.train_loader):
-        if self.cfg.max_batches is not None and i >= self.cfg.max_batches:
+        if self.problem.max_batches is not None and i >= self.problem.max_batches:
             break
         self.train_batch(xb, yb)
     return self.end_epoch()
@@ -433,10 +450,11 @@ def run_episode(
     hub: Any = None,  # optional telemetry hub
     env_id: int = 0,  # environment id on events
     device: str | torch.device = "cpu",  # where to train
-    actions: ActionSpace = DEFAULT_ACTION_SPACE,  # the run's action space, or its blueprint menu (names)
+    actions: ActionSpace | tuple[str, ...] | None = None,  # the run's action space or menu (None: the problem's)
+    problem: GrowthProblem | None = None,  # host, slots, menu, budgets, length (None: `GrowthProblem.of_task`)
 ) -> EpisodeResult:
     "Run one episode to the end with `controller` and return its summary."
-    ep = Episode(task, config, hub, env_id, device, actions=actions)
+    ep = Episode(task, config, hub, env_id, device, actions=actions, problem=problem)
     controller.reset()
     obs = ep.reset(seed)
     while not ep.done:

@@ -82,11 +82,10 @@ def _play(
     "Play every problem on every seed with a fresh `HeuristicTamiyo`; one result row per episode."
     results = []
     for p in problems:
-        cfg = p.episode_config(base)
         for s in seeds:
             k = len(results)
             t = p.load_task(s, data_dir=data_dir, download=download)
-            r = run_episode(t, HeuristicTamiyo(), cfg, seed=s, hub=hub, env_id=k, device=device, actions=p.blueprints)
+            r = run_episode(t, HeuristicTamiyo(), base, seed=s, hub=hub, env_id=k, device=device, problem=p)
             row = {"problem": p.name, "seed": s, "host": t.default_host, **r.to_dict()}
             results.append(row | {"history": r.history, "lifecycle": r.lifecycle_log})
             if progress:

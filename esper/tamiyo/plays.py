@@ -66,13 +66,13 @@ def episode_row(
 
 def play(
     job: Play,  # what to play
-    base: EpisodeConfig | None = None,  # how to train; the problem sets host, slots, budgets and length
+    base: EpisodeConfig | None = None,  # how to train (the problem says what grows where, and for how long)
 ) -> dict[str, Any]:
     "Play one episode on one torch thread; its row: the test accuracy and what the episode spent."
     torch.set_num_threads(1)
     p = job.problem
     ctl = make_controller(job.controller, job.seed)
-    r = run_episode(p.load_task(job.seed), ctl, p.episode_config(base), job.seed, actions=p.blueprints)
+    r = run_episode(p.load_task(job.seed), ctl, base, job.seed, problem=p)
     return {"key": job.key, **episode_row(p, job.controller, job.seed, r)}
 
 # %% ../../nbs/tamiyo/06a_plays.ipynb #1c2372cb

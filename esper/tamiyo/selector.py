@@ -40,7 +40,7 @@ def first_observation(
     seed: int = TUNE_SEEDS[0],  # the episode's task seed
 ) -> dict[str, Any]:
     "The observation a controller reads at its first decision on `problem`: after the first epoch, before any seed."
-    episode = Episode(problem.load_task(seed), problem.episode_config(), actions=problem.blueprints)
+    episode = Episode(problem.load_task(seed), problem=problem)
     return episode.reset(seed)
 
 

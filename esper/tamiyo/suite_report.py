@@ -10,7 +10,6 @@ __all__ = ['ARMS', 'RULES', 'PER_RUN', 'MIN_EXPLAINED_VARIANCE', 'COLLAPSED_ENTR
 # %% ../../nbs/tamiyo/12_suite_report.ipynb #0ef1ebb1
 import statistics
 from collections import Counter
-from dataclasses import replace
 from typing import Any
 
 from ..leyline import ActionSpace
@@ -39,13 +38,11 @@ def play_policy(
     problem: GrowthProblem,  # the problem played
     seed: int,  # the episode's task seed
     name: str = "ppo",  # the row's controller name
-    base: EpisodeConfig | None = None,  # how to train; the problem sets host, slots, budgets and length
+    base: EpisodeConfig | None = None,  # how to train (the problem says what grows where, and for how long)
 ) -> dict[str, Any]:
     "One episode of `controller` on `problem`: a `plan_search.play` row with the plan it played and its lifecycle."
-    cfg = problem.episode_config(base)
-    if problem.blueprints != suite.blueprints:
-        cfg = replace(cfg, blueprints=problem.blueprints)
-    r = run_episode(problem.load_task(seed), controller, cfg, seed, actions=ActionSpace(suite.blueprints))
+    task = problem.load_task(seed)
+    r = run_episode(task, controller, base, seed, actions=ActionSpace(suite.blueprints), problem=problem)
     return (
         episode_row(problem, name, seed, r)
         | {"plan": f"plan:{germination_plan(r.lifecycle_log)}"}

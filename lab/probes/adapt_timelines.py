@@ -46,8 +46,8 @@ def play(controller, problem, suite_menu: tuple[str, ...], seed: int, folder: Pa
     clear_telemetry(folder)  # the JSONL backend appends: a replaced run must not add its events to the old ones
     hub = make_hub(folder, level="normal", console=False, tensorboard=False)
     try:
-        r = run_episode(problem.load_task(seed), controller, problem.episode_config(), seed, hub=hub,
-                        actions=ActionSpace(suite_menu))
+        r = run_episode(problem.load_task(seed), controller, seed=seed, hub=hub, actions=ActionSpace(suite_menu),
+                        problem=problem)
     finally:
         hub.close()
     return {"test_accuracy": r.final_accuracy, "plan": f"plan:{germination_plan(r.lifecycle_log)}",

@@ -13,7 +13,6 @@ widths of two k=3 convolutions grown in both blocks (`--runs` as given there; ab
 episodes on one core). With `none` as every candidate it searches the plans of today's action space: the chapter's
 "Is the best rule the best plan?" plays them all (`--every-plan`) and the best one on each blend curve (`--blend`).
 """
-import dataclasses
 import json
 import statistics
 import time
@@ -27,6 +26,7 @@ from esper.kasmina.model import MorphogeneticModel, _blueprint_cost
 from esper.leyline import BLUEPRINTS, BlendAlgorithm
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
+from esper.tamiyo.problems import GrowthProblem
 from esper.tasks import get_task
 from esper.cli.runs import stoppable_pool, stops_in_one_line
 
@@ -59,7 +59,7 @@ DEFAULT_RUNS = ("none:concurrent:conv_heavy+conv_small", "none:concurrent:conv_h
 
 
 #: The learning benchmark's `full` episodes: 30 epochs on every batch, cosine learning rates, 2,500 parameters.
-FULL = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500)
+FULL = GrowthProblem("mnist1d", max_epochs=30, param_budget=2500)  # trained with cosine rates (`probe`)
 
 
 def install(candidate: str) -> None:
@@ -75,10 +75,11 @@ def probe(run: str, seeds: list[int], blend: str = "linear") -> dict:
     torch.set_num_threads(1)
     candidate, rule = run.split(":", 1)
     if candidate != "none": install(candidate)
-    config = dataclasses.replace(FULL, blend_algorithm=blend)
+    config = EpisodeConfig(lr_schedule="cosine", blend_algorithm=blend)
     t0, results = time.perf_counter(), []
     for s in seeds:
-        results.append(run_episode(get_task("mnist1d", seed=s), ScheduleTamiyo.from_name(rule), config, seed=s))
+        task = get_task("mnist1d", seed=s)
+        results.append(run_episode(task, ScheduleTamiyo.from_name(rule), config, seed=s, problem=FULL))
     accs = [r.final_accuracy for r in results]
     return {"candidate": candidate, "rule": rule, "blend": blend, "mean_accuracy": round(statistics.fmean(accs), 2),
             "accuracies": accs, "params_in_all": results[0].host_params + results[0].params_added,

@@ -63,7 +63,7 @@ def bare_sgd(
     model.train()
     with contextlib.ExitStack() as stack:
         t0 = time.process_time()
-        for epoch in range(1, cfg.max_epochs + 1):
+        for epoch in range(1, ep.problem.max_epochs + 1):
             for slot, at in planted.items():
                 if grown and at == epoch:  # plant it, past the incubator, entering with its full output
                     model.germinate(slot, bps[slot])
@@ -73,7 +73,7 @@ def bare_sgd(
                     stack.enter_context(model.slot(slot).force_alpha(1.0))
                     opt.add_param_group({"params": list(model.slot(slot).seed.parameters())})
             for i, (xb, yb) in enumerate(task.train_loader):
-                if cfg.max_batches is not None and i >= cfg.max_batches:
+                if ep.problem.max_batches is not None and i >= ep.problem.max_batches:
                     break
                 opt.zero_grad(set_to_none=True)
                 torch.nn.functional.cross_entropy(model(xb), yb).backward()

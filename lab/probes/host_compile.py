@@ -99,7 +99,8 @@ def bare_steps(
 
 def measure_bare(task, cfg: EpisodeConfig, compiled, repeats: int) -> dict:
     "The plain host's bare step, eager against compiled: compile seconds, CPU seconds per step, weights' drift."
-    batches = [b for i, b in enumerate(task.train_loader) if i < cfg.max_batches]  # one epoch's, in one order
+    n = Episode(task, cfg).problem.max_batches  # the episodes' batches per epoch
+    batches = [b for i, b in enumerate(task.train_loader) if i < n]  # one epoch's, in one order
     t0 = time.perf_counter()
     _, m_compiled = bare_steps(task, cfg, batches, compiled)  # compiles
     first = time.perf_counter() - t0
@@ -108,7 +109,7 @@ def measure_bare(task, cfg: EpisodeConfig, compiled, repeats: int) -> dict:
     times = {"eager": [], "compiled": []}
     for _ in range(repeats):
         for k, f in (("eager", forward_loss), ("compiled", compiled)):
-            times[k].append(bare_steps(task, cfg, batches, f, epochs=3)[0] / (3 * cfg.max_batches))
+            times[k].append(bare_steps(task, cfg, batches, f, epochs=3)[0] / (3 * n))
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"first_epoch_wall_seconds": first, "cpu_seconds_per_step": times, "median": med,
             "eager_over_compiled": med["eager"] / med["compiled"], "max_weight_difference_after_one_epoch": drift}

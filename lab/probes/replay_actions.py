@@ -19,7 +19,7 @@ import bench_learning as bl  # (the benchmark's presets, episode settings and co
 
 from esper.cli import OneLineParser, DistinctSeeds, seed_int
 from esper.simic.envs.env import PPOController, decode_action, load_ppo_controller
-from esper.simic.trainers.learning_jobs import TASK, episode_config, make_baseline
+from esper.simic.trainers.learning_jobs import TASK, episode_setup, make_baseline
 from esper.tamiyo.episode import run_episode
 from esper.tasks import get_task
 
@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         for name, controller in [(name, make_baseline(name, seed)) for name in args.rules] + policies:
             timeline = Timeline(controller)
-            result = run_episode(get_task(TASK, seed=seed), timeline, episode_config(setup), seed=seed)
+            problem, config = episode_setup(setup)
+            result = run_episode(get_task(TASK, seed=seed), timeline, config, seed=seed, problem=problem)
             print(f"task seed {seed}  {name}: {result.final_accuracy:.1f}%  {' '.join(timeline.moves)}", flush=True)
             if args.probs and timeline.unsure:
                 print(f"    unsure: {' '.join(timeline.unsure)}", flush=True)

@@ -21,11 +21,12 @@ from esper.cli import OneLineParser, nonneg_int, positive_int, DistinctSeeds, se
 from esper.leyline import LifecycleOp, SeedStage
 from esper.tamiyo.baselines import ScheduleTamiyo
 from esper.tamiyo.episode import EpisodeConfig, run_episode
+from esper.tamiyo.problems import GrowthProblem
 from esper.tamiyo.signals import TamiyoAction
 from esper.tasks import get_task
 from esper.cli.runs import stoppable_pool, stops_in_one_line
 
-FULL = EpisodeConfig(max_epochs=30, max_batches=None, lr_schedule="cosine", param_budget=2500)
+FULL = GrowthProblem("mnist1d", max_epochs=30, param_budget=2500)  # trained with cosine rates (`probe`)
 _MOVE = {SeedStage.GERMINATED: LifecycleOp.ADVANCE, SeedStage.TRAINING: LifecycleOp.ADVANCE,
          SeedStage.BLENDING: LifecycleOp.ADVANCE, SeedStage.HOLDING: LifecycleOp.FOSSILIZE}
 
@@ -54,13 +55,14 @@ class DelayedSchedule(ScheduleTamiyo):
         return TamiyoAction.wait("schedule")
 
 
-def probe(blueprints: tuple[str, ...], delay: int, seeds: list[int], config: EpisodeConfig) -> dict:
+def probe(blueprints: tuple[str, ...], delay: int, seeds: list[int], problem: GrowthProblem) -> dict:
     "Play the delayed rule on every seed; a worker's job."
     torch.set_num_threads(1)
     t0, accs = time.perf_counter(), []
     for s in seeds:
+        config = EpisodeConfig(lr_schedule="cosine")
         accs.append(run_episode(get_task("mnist1d", seed=s), DelayedSchedule(blueprints, delay), config,
-                                seed=s).final_accuracy)
+                                seed=s, problem=problem).final_accuracy)
     return {"rule": "concurrent:" + "+".join(blueprints), "delay": delay, "seeds": seeds,
             "mean_accuracy": round(statistics.fmean(accs), 2), "accuracies": accs,
             "seconds": round(time.perf_counter() - t0, 1)}
@@ -85,10 +87,10 @@ def main(argv: list[str]|None=None) -> None:
     except ValueError as e:
         ap.error(f"--rule: {e}")
     if args.max_epochs < 2: ap.error(f"--max-epochs must be >= 2 (got {args.max_epochs})")
-    config = EpisodeConfig(max_epochs=args.max_epochs, max_batches=args.max_batches or None, lr_schedule="cosine",
-                           param_budget=2500)
+    problem = GrowthProblem("mnist1d", max_epochs=args.max_epochs, max_batches=args.max_batches or None,
+                            param_budget=FULL.param_budget)
     with stops_in_one_line("timing_probe.py"), stoppable_pool(args.workers) as pool:  # the lines printed stand
-        jobs = [pool.submit(probe, blueprints, d, args.seeds, config) for d in args.delays]
+        jobs = [pool.submit(probe, blueprints, d, args.seeds, problem) for d in args.delays]
         for job in jobs:
             print(json.dumps(job.result()), flush=True)
 

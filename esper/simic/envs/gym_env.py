@@ -7,6 +7,7 @@ __all__ = ['GrowthEnv']
 
 # %% ../../../nbs/simic/envs/28_gym_env.ipynb #938dc9cb
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable
 
@@ -69,11 +70,15 @@ class GrowthEnv(gymnasium.Env):
             es = EpisodeSpec(get_suite(suite) if isinstance(suite, str) else suite, base=episode_config)
             actions = es.actions  # the union of the problems' menus
         else:  # the one problem the loose settings describe (module-level factory: envs pickle)
-            factory = task_factory or partial(task_with_shuffle, task)
-            problem, base = split_config(self.cfg, task, factory)
+            actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
+            problem, base = split_config(self.cfg, task, task_factory or partial(task_with_shuffle, task))
+            problem = replace(problem, blueprints=actions.blueprints)  # the menu: the action space's
             es = EpisodeSpec(problem, base=base)
-        self.episode_spec = es  # not `spec`: gymnasium's own attribute (the registration's `EnvSpec`)
-        self.actions = actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
+        self.episode_spec, self.cfg = (
+            es,
+            es.base,
+        )  # not `spec`: gymnasium's own attribute (the registration's `EnvSpec`)
+        self.actions = actions
         shortest = min(p.max_epochs for p in es.suite.problems)
         if shortest < 2:
             raise ValueError(f"GrowthEnv needs max_epochs >= 2: reset trains the first epoch (got {shortest})")
@@ -95,8 +100,8 @@ class GrowthEnv(gymnasium.Env):
         super().reset(seed=seed)
         self.run_seed = int(seed) if seed is not None else int(self.np_random.integers(0, 2**31 - 1))
         es, seed = self.episode_spec, self.run_seed
-        task, cfg = es.episode_for(seed)
-        self.episode = Episode(task, cfg, device=self.device, actions=self.actions)
+        task, problem = es.episode_for(seed)
+        self.episode = Episode(task, es.base, device=self.device, actions=self.actions, problem=problem)
         self._obs = self.episode.reset(self.run_seed)
         info = {"run_seed": self.run_seed, "epoch": self.episode.epoch, "action_mask": self.action_masks()}
         return self._state(), info

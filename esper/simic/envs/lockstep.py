@@ -26,7 +26,7 @@ def run_epoch_lockstep(
         with e.rng():  # germination, and a DataLoader's base seed, draw from the env's own RNG, never the trainer's
             e.episode.begin_epoch(a)
             iters.append(iter(e.episode.task.train_loader))
-    caps, live, step = [e.episode.cfg.max_batches for e in envs], list(range(len(envs))), 0
+    caps, live, step = [e.episode.problem.max_batches for e in envs], list(range(len(envs))), 0
     while live:
         for i in tuple(live):  # one batch per env: each in its own stream on CUDA
             batch = None if caps[i] is not None and step >= caps[i] else next(iters[i], None)

@@ -11,7 +11,7 @@ import contextlib
 import math
 import random
 from collections import Counter
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,7 @@ from ...leyline import ActionSpace
 from ...kasmina import MorphogeneticModel, task_slots
 from ...tamiyo.episode import Episode, EpisodeConfig
 from ...tamiyo.features import union_layout
-from ...tamiyo.problems import GrowthProblem, Suite
+from ...tamiyo.problems import LOOSE_MAX_EPOCHS, GrowthProblem, Suite
 from ...tolaria import resolve_device
 from ...tasks import TRAINING_DATA_SEED, get_task
 from .env import step_reward
@@ -116,13 +116,9 @@ def task_with_shuffle(
     return get_task(name, shuffle_seed=seed)
 
 # %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #dd7b4a4c
-#: The `EpisodeConfig` fields a growth problem sets (besides `max_epochs`); the base config leaves them None.
-_PROBLEM_FIELDS = ("host", "slots", "param_budget", "compute_budget", "max_batches")
-
-
 def _default_problem() -> GrowthProblem:
-    "The problem of a spec given none: MNIST-1D for `EpisodeConfig()`'s 30 epochs."
-    return GrowthProblem("mnist1d", max_epochs=EpisodeConfig().max_epochs)
+    "The problem of a spec given none: MNIST-1D for the 30 epochs an episode plays when nothing names its length."
+    return GrowthProblem("mnist1d", max_epochs=LOOSE_MAX_EPOCHS)
 
 
 @dataclass(frozen=True)
@@ -132,7 +128,7 @@ class EpisodeSpec:
     problem: Suite | GrowthProblem = field(default_factory=_default_problem)  # the problems (one: its suite)
     reward: RewardConfig = field(default_factory=RewardConfig)  # how each step is paid (rollback penalty included)
     devices: tuple[str, ...] | None = None  # where the envs train, round-robin by env id (None: the pool's default)
-    base: EpisodeConfig | None = None  # how the episodes train; each problem sets host, slots, budgets, length
+    base: EpisodeConfig | None = None  # how the episodes train (rates, gates, blending); the problems say the rest
 
     def __post_init__(self):
         if not isinstance(self.reward, RewardConfig):
@@ -146,10 +142,10 @@ class EpisodeSpec:
         base = self.base or EpisodeConfig()
         if not isinstance(base, EpisodeConfig):
             raise TypeError(f"EpisodeSpec.base must be an EpisodeConfig (got {type(base).__name__})")
-        for f in _PROBLEM_FIELDS:  # each problem sets these: a base that sets them too would be overruled
-            v = getattr(base, f)
-            if v is not None and any(getattr(q, f) != v for q in p.problems):
-                raise ValueError(f"EpisodeSpec.base sets {f}={v!r}, which suite {p.name!r} sets per problem")
+        if base.problem_fields:  # a config made the old way: its problem settings would live in two places
+            raise ValueError(
+                f"EpisodeSpec.base sets {', '.join(base.problem_fields)}, which suite {p.name!r} sets per problem"
+            )
         object.__setattr__(self, "base", base)
         if self.devices is not None:
             if isinstance(self.devices, str) or not self.devices:
@@ -192,13 +188,10 @@ def episode_for(
     self: EpisodeSpec,
     seed: int,  # the episode's task seed
     problem: GrowthProblem | None = None,  # one of the suite's problems (None: the one `problem_for` draws)
-) -> tuple[Any, EpisodeConfig]:
-    "The task and episode config of the episode of task seed `seed`; training episodes play the training data."
+) -> tuple[Any, GrowthProblem]:
+    "The task and problem of the episode of task seed `seed`; training episodes play the training data."
     problem = problem or self.problem_for(seed)
-    config = problem.episode_config(self.base)
-    if problem.blueprints != self.actions.blueprints:  # the problem's own menu; the mask marks the rest off
-        config = replace(config, blueprints=problem.blueprints)
-    return problem.load_task(seed, data_seed=TRAINING_DATA_SEED), config
+    return problem.load_task(seed, data_seed=TRAINING_DATA_SEED), problem
 
 # %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #3b37c040
 def make_env_states(
@@ -219,21 +212,21 @@ def make_env_states(
     for i, s in zip(ids, seeds):
         dev = devs[i % len(devs)]
         stream = torch.cuda.Stream(device=dev) if dev.type == "cuda" else None
-        task, config = spec.episode_for(s)
-        ep = Episode(task, config, hub, env_id=i, device=dev, stream=stream, step_offset=step_offset, actions=actions)
+        task, problem = spec.episode_for(s)
+        ep = Episode(task, spec.base, hub, i, dev, stream, step_offset, actions, problem)
         envs.append(ParallelEnvState(i, s, ep, dev, stream, reward=spec.reward))
     return envs
 
 # %% ../../../nbs/simic/envs/22_parallel_env_state.ipynb #ef00c888
-def slot_ids_of(task: Any, config: EpisodeConfig) -> tuple[str, ...]:
+def slot_ids_of(task: Any, problem: GrowthProblem) -> tuple[str, ...]:
     "The seed slots the episodes' hosts will have, in host order."
-    host = task.make_host(config.host)
-    return MorphogeneticModel(host, task_slots(host, config.slots, task.example)).slot_ids
+    host = task.make_host(problem.host)
+    return MorphogeneticModel(host, task_slots(host, problem.slots, task.example)).slot_ids
 
 
-def n_slots_of(task: Any, config: EpisodeConfig) -> int:
+def n_slots_of(task: Any, problem: GrowthProblem) -> int:
     "Number of seed slots the episodes' hosts will have."
-    return len(slot_ids_of(task, config))
+    return len(slot_ids_of(task, problem))
 
 
 def problem_slots(

@@ -297,7 +297,7 @@ def run_epoch_population(
     episodes = [e.episode for e in envs]
     if len({ep.device for ep in episodes}) != 1:
         raise ValueError("a population trains on one device")
-    device, cap, step = episodes[0].device, episodes[0].cfg.max_batches, 0
+    device, cap, step = episodes[0].device, episodes[0].problem.max_batches, 0
     min_group = MIN_GROUP.get(device.type, 2) if min_group is None else min_group
     if min_group < 1:
         raise ValueError(f"min_group must be >= 1 (got {min_group})")

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 from ...tamiyo.episode import EpisodeConfig
+from ...tamiyo.episode_parts import MOVED_TO_PROBLEM
 from ..agent.config import TrainingConfig, resolve_config
-from ...tamiyo.problems import Suite, get_suite, split_config
+from ...tamiyo.problems import LOOSE_MAX_EPOCHS, GrowthProblem, Suite, get_suite, split_config
 from ..envs.parallel_env_state import EpisodeSpec
 from ..envs.rewards import RewardConfig
 from .schedules import calculate_entropy_anneal_steps
@@ -220,6 +221,22 @@ def _ramp_steps(self: RunSettings) -> tuple[int, int]:
     return steps, lr_steps
 
 # %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #fae4dff1
+#: The problem's settings as a checkpoint's `episode_config` held them before they left `EpisodeConfig`: a suite's
+#: run stored these values (its problems are in `suite`); a one-problem run stored its problem's.
+_MOVED_RECORD = {k: None for k in MOVED_TO_PROBLEM} | {"max_epochs": LOOSE_MAX_EPOCHS}
+
+
+def _episode_record(
+    base: EpisodeConfig,  # how the episodes train
+    problem: GrowthProblem | None,  # the run's one problem (None: a suite's run)
+) -> dict[str, Any]:
+    "The `episode_config` of a checkpoint: how episodes train, and the problem's settings where they used to be."
+    if problem is None:
+        return _plain(base) | _MOVED_RECORD
+    moved = {k: _plain(getattr(problem, k)) for k in MOVED_TO_PROBLEM if k != "blueprints"}
+    return _plain(problem.episode_config(base)) | _MOVED_RECORD | moved
+
+
 @patch
 def checkpoint_config(
     self: RunSettings,
@@ -229,12 +246,10 @@ def checkpoint_config(
     run_hparams, other_hparams = _run_hparams(self.agent_config, self.agent_kwargs)
     reward, suite = _plain(self.spec.reward), self.spec.suite
     penalty = reward.pop("rollback_penalty")  # stored beside the weights, as before it was one of them
-    if len(suite) == 1:  # the layout of the checkpoints written before suites: they compare these
-        task, episode = suite.problems[0].task, suite.problems[0].episode_config(self.spec.base)
-    else:  # the problems' own settings are in `suite`
-        task, episode = None, self.spec.base
+    one = suite.problems[0] if len(suite) == 1 else None  # one problem: the layout of checkpoints before suites
+    episode = _episode_record(self.spec.base, one)
     return {
-        "task": task,
+        "task": None if one is None else one.task,
         "episodes_per_update": self.episodes_per_update,
         "parallel": self.parallel,
         "max_epochs": self.max_epochs,
@@ -242,7 +257,7 @@ def checkpoint_config(
         "recurrent": self.agent.recurrent,
         "seed": self.seed,
         "n_slots": n_slots,
-        "max_batches": episode.max_batches,
+        "max_batches": episode["max_batches"],
         "rollback_penalty": penalty,
         "episodes_per_task_seed": self.episodes_per_task_seed,
         "group_baseline": self.group_baseline,
@@ -252,7 +267,7 @@ def checkpoint_config(
         "blueprint_offer_episodes": self.blueprint_offer_episodes,
         "ppo_kwargs": other_hparams,
         "reward_config": reward,
-        "episode_config": _plain(episode),
+        "episode_config": episode,
         "suite": suite_record(suite),
     }
 
@@ -309,8 +324,8 @@ def _spec(options: dict[str, Any], parallel: bool) -> EpisodeSpec:
             raise ValueError(f"suite sets each problem's task and length; give suite or {', '.join(loose)}, not both")
         suite = get_suite(suite) if isinstance(suite, str) else suite
         return EpisodeSpec(suite, reward, devices if parallel else None, options.pop("episode_config", None))
-    episode = replace(options.pop("episode_config", None) or EpisodeConfig(), max_epochs=options.pop("max_epochs", 25))
-    problem, base = split_config(episode, options.pop("task", "mnist1d"), options.pop("task_factory", None))
+    episode, task = options.pop("episode_config", None) or EpisodeConfig(), options.pop("task", "mnist1d")
+    problem, base = split_config(episode, task, options.pop("task_factory", None), options.pop("max_epochs", 25))
     return EpisodeSpec(problem, reward, devices if parallel else None, base)
 
 # %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #6135414e
