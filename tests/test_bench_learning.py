@@ -13,6 +13,7 @@ import pytest
 from esper.kasmina import blueprints as B
 from esper.leyline import BLUEPRINTS
 from esper.simic.envs.env import load_ppo_controller
+from esper.tamiyo.problems import GrowthProblem
 
 TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs", "3", "--max-batches", "2",
         "--train-seeds", "0", "1", "--eval-seeds", "2000", "2001", "--curve-seeds", "1000", "--eval-every", "2",
@@ -350,7 +351,7 @@ def test_a_stop_is_one_line_even_when_an_exit_hook_fails(tmp_path):
 def test_a_delayed_rule_is_the_rule_at_zero_and_moves_k_epochs_after_the_gate_opens():
     from esper.leyline import LifecycleOp
     from esper.tamiyo.baselines import ScheduleTamiyo
-    from esper.tamiyo.episode import EpisodeConfig, run_episode
+    from esper.tamiyo.episode import run_episode
     from esper.tasks import get_task
     tp = _bench_module("timing_probe")
     plan = ("conv_heavy", "conv_small")
@@ -363,8 +364,8 @@ def test_a_delayed_rule_is_the_rule_at_zero_and_moves_k_epochs_after_the_gate_op
             if action.op != LifecycleOp.WAIT: log.append((obs["epoch"], action.op.name, action.slot))
             return action
         controller.decide = logged
-        config = EpisodeConfig(max_epochs=12, max_batches=4)
-        result = run_episode(get_task("mnist1d", shuffle_seed=0), controller, config, seed=0)
+        problem = GrowthProblem("mnist1d", max_epochs=12, max_batches=4)
+        result = run_episode(get_task("mnist1d", shuffle_seed=0), controller, seed=0, problem=problem)
         return log, result.final_accuracy
 
     rule = moves(ScheduleTamiyo(plan, concurrent=True))
@@ -511,7 +512,8 @@ def test_the_blueprint_probe_blends_every_seed_on_the_curve_it_is_given(monkeypa
     bp = _bench_module("blueprint_probe")
     seen = []
 
-    def fake_episode(task, controller, config, seed):
+    def fake_episode(task, controller, config, seed, problem):
+        assert (config.lr_schedule, problem.max_epochs, problem.param_budget) == ("cosine", 30, 2500)  # the full runs
         seen.append(config.blend_algorithm)
         return types.SimpleNamespace(final_accuracy=90.0, host_params=914, params_added=1064)
 

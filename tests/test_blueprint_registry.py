@@ -31,11 +31,14 @@ from esper.simic.envs.env import act, action_dim, obs_to_state, state_dim, step_
 from esper.simic.envs.gym_env import GrowthEnv
 from esper.tamiyo import TamiyoAction, run_episode
 from esper.tamiyo.baselines import ScheduleTamiyo
-from esper.tamiyo.episode import Episode, EpisodeConfig
+from esper.tamiyo.episode import Episode
 from esper.tamiyo.heuristic import HeuristicConfig, HeuristicTamiyo
 from esper.tasks import get_task
+from esper.tamiyo.problems import GrowthProblem
 
-CFG = EpisodeConfig(max_epochs=4, max_batches=2)
+def _problem(menu):
+    "Four epochs of two batches on MNIST-1D, planting from `menu` (an ActionSpace)."
+    return GrowthProblem("mnist1d", max_epochs=4, max_batches=2, blueprints=menu.blueprints)
 
 
 class WideSeed(SeedModule):
@@ -87,12 +90,12 @@ def test_registering_then_removing_leaves_the_registry_as_before():
 
 def test_an_episode_grows_the_new_blueprint(wide):
     menu = ActionSpace(("norm", wide))
-    res = run_episode(get_task("mnist1d"), ScheduleTamiyo((wide,)), CFG, seed=0, actions=menu)
+    res = run_episode(get_task("mnist1d"), ScheduleTamiyo((wide,)), seed=0, problem=_problem(menu))
     grown = [r for r in res.lifecycle_log if r["to"] == "GERMINATED"]
     assert [r["blueprint"] for r in grown] == [wide] and res.params_added == grown[0]["params"] > 0
     assert HeuristicTamiyo().preferences(_model(menu)) == ("norm", wide)  # known ones in its order, then new ones
     assert HeuristicTamiyo(HeuristicConfig(blueprints=(wide,))).preferences(_model(menu)) == (wide,)
-    ep = Episode(get_task("mnist1d"), CFG, actions=menu)
+    ep = Episode(get_task("mnist1d"), problem=_problem(menu))
     ep.reset(0)
     obs, _ = ep.step(TamiyoAction(LifecycleOp.GERMINATE, "block1", wide))
     x = obs_to_state(obs)
@@ -101,14 +104,14 @@ def test_an_episode_grows_the_new_blueprint(wide):
 
 
 def _model(menu):
-    ep = Episode(get_task("mnist1d"), CFG, actions=menu)
+    ep = Episode(get_task("mnist1d"), problem=_problem(menu))
     ep.start(0)
     return ep.model
 
 
 def test_the_gym_env_germinates_it_through_the_blueprint_head(wide):
     menu = ActionSpace((wide,))
-    env = GrowthEnv(episode_config=CFG, actions=menu)
+    env = GrowthEnv(suite=_problem(menu))
     assert env.action_space.nvec.tolist() == [2, 1, 3, len(LifecycleOp)]
     env.reset(seed=0)
     heads = {"slot": 0, "blueprint": 0, "blend": 0, "op": int(LifecycleOp.GERMINATE)}
@@ -123,7 +126,7 @@ def test_a_ppo_agent_on_a_menu_with_it_germinates_it_and_updates(wide, tmp_path)
     agent = PPOAgent(state_dim(2, menu), action_dim(2, False, menu), actions=menu, hidden_dim=16, n_epochs=2,
                      batch_size=4, blueprint_entropy_coef=0.05, germinate_gae_lambda=0.5)
     assert agent.action_dim == 6
-    ep = Episode(get_task("mnist1d"), CFG, actions=menu)
+    ep = Episode(get_task("mnist1d"), problem=_problem(menu))
     obs, chosen = ep.reset(1), []
     while not ep.done:
         offer = random.Random(obs["epoch"]) if obs["epoch"] % 2 else None

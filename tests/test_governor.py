@@ -9,6 +9,7 @@ from esper.kasmina import MorphogeneticModel
 from esper.leyline import SeedStage, TelemetryEventType
 from esper.tasks import get_task
 from esper.tolaria import EpochRunner, TolariaGovernor, GovernorError
+from esper.tamiyo.problems import GrowthProblem
 
 
 class ListHub:
@@ -125,11 +126,11 @@ def test_first_epoch_blowup_is_rolled_back_counted_and_charged(task):
     from esper.simic.envs.env import step_reward
     from esper.tamiyo.episode import Episode, EpisodeConfig
     from esper.tamiyo.signals import TamiyoAction
-    cfg = EpisodeConfig(max_epochs=3, max_batches=3, host_lr=1e3)
-    fresh = Episode(task, cfg)
+    cfg, three = EpisodeConfig(host_lr=1e3), GrowthProblem("mnist1d", max_epochs=3, max_batches=3)
+    fresh = Episode(task, cfg, problem=three)
     fresh.start(0)
     initial = {k: v.clone() for k, v in fresh.model.host.state_dict().items()}
-    ep = Episode(task, cfg)
+    ep = Episode(task, cfg, problem=three)
     ep.reset(0)
     first = ep.history[0]
     assert first["rollback"] is not None and first["rollback"]["snapshot_epoch"] == 0

@@ -12,10 +12,11 @@ from gymnasium.utils.env_checker import check_env
 import esper.simic.envs.gym_env  # noqa: F401  (registers esper/Growth-v0)
 from esper.leyline import HEAD_NAMES, LifecycleOp
 from esper.simic.envs.env import action_masks, decode_action, step_reward
-from esper.tamiyo.episode import Episode, EpisodeConfig
+from esper.tamiyo.episode import Episode
 from esper.tasks import get_task
+from esper.tamiyo.problems import GrowthProblem
 
-CFG = EpisodeConfig(max_epochs=5, max_batches=3)
+PROBLEM = GrowthProblem("mnist1d", max_epochs=5, max_batches=3)
 WAIT, GERMINATE, ADVANCE, PRUNE, FOSSILIZE = (int(o) for o in LifecycleOp)
 
 
@@ -30,8 +31,8 @@ def schedule_action(obs):
 
 
 def test_registered_and_made_through_gymnasium():
-    env = gymnasium.make("esper/Growth-v0", episode_config=CFG)
-    assert env.unwrapped.cfg == CFG  # the registered entry point, built with the keywords given to make
+    env = gymnasium.make("esper/Growth-v0", suite=PROBLEM)
+    assert env.unwrapped.episode_spec.suite.problems == (PROBLEM,)  # the registered entry point, built with make's keywords
     assert env.unwrapped.spec.id == "esper/Growth-v0"
     assert env.action_space.nvec.tolist() == [2, 5, 3, 5]
     with warnings.catch_warnings():
@@ -55,7 +56,7 @@ def test_registration_is_idempotent():
 
 @pytest.mark.parametrize("seed", [0, 11])
 def test_rewards_equal_step_reward_of_the_same_episode(seed):
-    env = gymnasium.make("esper/Growth-v0", episode_config=CFG)
+    env = gymnasium.make("esper/Growth-v0", suite=PROBLEM)
     obs, _ = env.reset(seed=seed)
     actions, env_rewards, done = [], [], False
     while not done:
@@ -67,7 +68,7 @@ def test_rewards_equal_step_reward_of_the_same_episode(seed):
     assert GERMINATE in [a[3] for a in actions]
     final = info
 
-    ep = Episode(get_task("mnist1d", shuffle_seed=seed), CFG)
+    ep = Episode(get_task("mnist1d", shuffle_seed=seed), problem=PROBLEM)
     o = ep.reset(seed)
     direct = []
     for a in actions:

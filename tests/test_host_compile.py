@@ -6,10 +6,11 @@ from pathlib import Path
 from unittest import mock
 
 from esper.tamiyo import episode as episode_module
-from esper.tamiyo.episode import EpisodeConfig, run_episode
+from esper.tamiyo.episode import run_episode
 from esper.tamiyo.plans import PlanTamiyo
 from esper.tamiyo.suites import MENU
 from esper.tasks import get_task
+from esper.tamiyo.problems import GrowthProblem
 
 
 def _host_compile():
@@ -24,9 +25,9 @@ def _host_compile():
 
 def test_its_step_uncompiled_plays_the_same_episode_bit_for_bit():
     "With `forward_loss` itself in place of the compiled call, an episode is the trainer's: same history, same bits."
-    hc, cfg = _host_compile(), EpisodeConfig(max_epochs=3, max_batches=3)
+    hc, three = _host_compile(), GrowthProblem("mnist1d", max_epochs=3, max_batches=3, blueprints=MENU)
     # a freshly loaded task each time: a task's loader keeps its own shuffling stream from episode to episode
-    play = lambda: run_episode(get_task("mnist1d"), PlanTamiyo("conv_small@block1/1"), cfg, seed=7, actions=MENU)
+    play = lambda: run_episode(get_task("mnist1d"), PlanTamiyo("conv_small@block1/1"), seed=7, problem=three)
     calls = []
 
     def counted(*args):

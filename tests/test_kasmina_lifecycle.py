@@ -154,11 +154,11 @@ def test_a_budgeted_episode_does_not_depend_on_what_the_process_ran_before():
     from esper.kasmina.model import _blueprint_cost
     from esper.tamiyo import run_episode
     from esper.tamiyo.baselines import ScheduleTamiyo
-    cfg = EpisodeConfig(max_epochs=4, max_batches=2, param_budget=2500)
+    problem = GrowthProblem("mnist1d", max_epochs=4, max_batches=2, param_budget=2500)
 
     def play():
         return run_episode(get_task("mnist1d", shuffle_seed=3), ScheduleTamiyo(("conv_heavy", "conv_small"),
-                                                                                concurrent=True), cfg, seed=3)
+                                                                                concurrent=True), seed=3, problem=problem)
     _blueprint_cost.cache_clear()  # as in a fresh worker process
     cold = play()
     warm = play()

@@ -16,11 +16,10 @@ from esper.simic.envs.parallel_env_state import EpisodeSpec, make_env_states, ta
 from esper.simic.agent.ppo import PPOAgent
 from esper.simic.envs.lockstep import PPORollout
 from esper.simic.trainers.vectorized import train_ppo_vectorized
-from esper.tamiyo.episode import EpisodeConfig
 from esper.tamiyo.problems import GrowthProblem
 from esper.tamiyo.signals import TamiyoAction
 
-TINY = EpisodeConfig(max_epochs=3, max_batches=2)
+TINY = GrowthProblem("mnist1d", max_epochs=3, max_batches=2)
 PPO = {"n_epochs": 2, "batch_size": 8}
 
 
@@ -62,7 +61,7 @@ def test_non_finite_reward_stops_a_vectorized_run(monkeypatch):
         return terms | {"total": float("nan")} if episode.env_id == 1 else terms
     monkeypatch.setattr(P, "step_reward", nan_for_env_1)
     with pytest.raises(ValueError, match=r"environment 1 \(seed \d+\) returned a non-finite reward \(nan\) at epoch 2"):
-        train_ppo_vectorized(n_episodes=2, n_envs=2, max_epochs=3, episode_config=TINY, ppo_kwargs=PPO, seed=5)
+        train_ppo_vectorized(n_episodes=2, n_envs=2, problem=TINY, ppo_kwargs=PPO, seed=5)
 
 
 def test_non_finite_observation_names_env_epoch_and_features():
@@ -90,7 +89,7 @@ def test_non_finite_observation_stops_a_vectorized_run(monkeypatch):
     monkeypatch.setattr(E, "obs_to_state", nan_on_fourth_call)
     with pytest.raises(ValueError, match=r"environment 1 returned a non-finite observation at epoch 2: state features "
                                          r"\[0\] \(base feature 0\) are \[nan\]"):
-        train_ppo_vectorized(n_episodes=2, n_envs=2, max_epochs=3, episode_config=TINY, ppo_kwargs=PPO, seed=5)
+        train_ppo_vectorized(n_episodes=2, n_envs=2, problem=TINY, ppo_kwargs=PPO, seed=5)
 
 
 

@@ -4,9 +4,9 @@ import ray
 import torch
 
 from esper.simic.trainers.vectorized import train_ppo_vectorized
-from esper.tamiyo.episode import EpisodeConfig
+from esper.tamiyo.problems import GrowthProblem
 
-TINY = EpisodeConfig(max_epochs=3, max_batches=2)
+TINY = GrowthProblem("mnist1d", max_epochs=3, max_batches=2)
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +17,7 @@ def local_ray():
 
 
 def _train(**kw):
-    return train_ppo_vectorized(n_episodes=4, n_envs=2, max_epochs=3, episode_config=TINY, seed=5, **kw)
+    return train_ppo_vectorized(n_episodes=4, n_envs=2, problem=TINY, seed=5, **kw)
 
 
 @pytest.mark.slow  # about a minute: starts a local Ray instance; `make test-slow` (and CI) runs it

@@ -10,17 +10,18 @@ import torch
 from esper.cli import main
 from esper.simic.agent.checkpoint import agent_from_checkpoint
 from esper.simic.envs.env import obs_to_state, state_dim
-from esper.tamiyo.episode import Episode, EpisodeConfig
+from esper.tamiyo.episode import Episode
 from esper.tamiyo.features import RUN_FEATURE_NAMES, obs_to_base_features
 from esper.tasks import get_task
+from esper.tamiyo.problems import GrowthProblem
 
 ROOM = RUN_FEATURE_NAMES.index("param_room")
 
 
 def first_obs(param_budget, **settings):
     "The first observation of a two-epoch mnist1d run with this parameter budget, no seed germinated."
-    config = EpisodeConfig(max_epochs=2, max_batches=1, param_budget=param_budget)
-    ep = Episode(get_task("mnist1d", shuffle_seed=0, settings=settings), config)
+    problem = GrowthProblem("mnist1d", max_epochs=2, max_batches=1, param_budget=param_budget)
+    ep = Episode(get_task("mnist1d", shuffle_seed=0, settings=settings), problem=problem)
     return ep.reset(seed=0)
 
 
@@ -48,8 +49,8 @@ def test_run_features_tell_budgets_apart():
 def test_slot_shapes_tell_hosts_apart():
     "run-slots: each slot's shape closes the run block: present, log channels, depth; zeros for a slot the host lacks."
     both = first_obs(None)
-    config = EpisodeConfig(max_epochs=2, max_batches=1, slots=("block2",))
-    lone = Episode(get_task("mnist1d", shuffle_seed=0), config).reset(seed=0)
+    problem = GrowthProblem("mnist1d", max_epochs=2, max_batches=1, slots=("block2",))
+    lone = Episode(get_task("mnist1d", shuffle_seed=0), problem=problem).reset(seed=0)
     layout = ("block1", "block2")
     a, b = obs_to_state(both, "run-slots", layout), obs_to_state(lone, "run-slots", layout)
     assert a.shape == b.shape == (state_dim(2, features="run-slots"),) == (72,)  # 11 values, then 3 per slot

@@ -8,15 +8,16 @@ from esper.simic.envs.env import (state_dim, action_dim, obs_to_state, action_ma
                              PPOController, load_ppo_controller, act)
 from esper.simic.envs.contributions import fossilized_contribution
 from esper.tamiyo import TamiyoAction, run_episode
-from esper.tamiyo.episode import Episode, EpisodeConfig
+from esper.tamiyo.episode import Episode
 from esper.tasks import get_task
+from esper.tamiyo.problems import GrowthProblem
 
-CFG = EpisodeConfig(max_epochs=4, max_batches=3)
+PROBLEM = GrowthProblem("mnist1d", max_epochs=4, max_batches=3)
 
 
 @pytest.fixture(scope="module")
 def episode():
-    ep = Episode(get_task("mnist1d"), CFG)
+    ep = Episode(get_task("mnist1d"), problem=PROBLEM)
     ep.reset(0)
     ep.step(TamiyoAction(LifecycleOp.GERMINATE, "block2", "norm"))
     return ep
@@ -45,7 +46,7 @@ def test_flat_mask_targets_the_focus_seed_and_germinates_beside_it(episode):
 
 
 def test_the_oldest_live_seed_is_the_focus():
-    ep = Episode(get_task("mnist1d"), CFG)
+    ep = Episode(get_task("mnist1d"), problem=PROBLEM)
     ep.reset(0)
     ep.step(TamiyoAction(LifecycleOp.GERMINATE, "block2", "norm"))
     obs, _ = ep.step(TamiyoAction(LifecycleOp.GERMINATE, "block1", "norm"))
@@ -73,7 +74,7 @@ def test_ppo_controller_runs_a_checkpoint_through_run_episode(tmp_path):
     ctl = load_ppo_controller(tmp_path / "a.pt")
     assert torch.equal(ctl.agent.obs_normalizer.mean, ag.obs_normalizer.mean)
     before = ctl.agent.obs_normalizer.count.clone()
-    res = run_episode(get_task("mnist1d"), ctl, CFG, seed=1)
+    res = run_episode(get_task("mnist1d"), ctl, seed=1, problem=PROBLEM)
     assert res.epochs == 4 and len(ctl.decisions) == 3
     assert torch.equal(ctl.agent.obs_normalizer.count, before)          # evaluation does not move the statistics
     for d in ctl.decisions: assert d.mask[d.action]

@@ -15,12 +15,11 @@ from esper.simic.envs.parallel_env_state import EpisodeSpec, make_env_states
 from esper.simic.envs.lockstep import PPORollout, run_lockstep
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.simic.trainers.training import train_ppo, train_heuristic
-from esper.tamiyo.episode import EpisodeConfig
 from esper.tamiyo.problems import GrowthProblem
 from esper.tolaria import GovernorVerdict
 from esper.tasks import get_task
 
-FAST = EpisodeConfig(max_batches=3)
+fast = lambda epochs: GrowthProblem("mnist1d", max_epochs=epochs, max_batches=3)  # three batches an epoch
 PPO = {"n_epochs": 2, "batch_size": 8}
 
 
@@ -37,7 +36,7 @@ def _hub():
 
 def test_end_to_end_vectorized_2envs_2batches_3epochs():
     hub = _hub()
-    agent, hist = train_ppo_vectorized(n_episodes=4, n_envs=2, max_epochs=3, hub=hub, episode_config=FAST, ppo_kwargs=PPO)
+    agent, hist = train_ppo_vectorized(n_episodes=4, n_envs=2, problem=fast(3), hub=hub, ppo_kwargs=PPO)
     assert [h["batch"] for h in hist] == [1, 2] and agent.train_steps == 2
     assert all(len(h["env_accuracies"]) == 2 for h in hist)
     assert all(h["n_samples"] == 4 for h in hist)               # 2 envs x 2 decisions
@@ -53,7 +52,7 @@ def test_end_to_end_vectorized_2envs_2batches_3epochs():
 
 
 def test_factored_run_logs_every_head_entropy():
-    agent, hist = train_ppo_vectorized(n_episodes=2, n_envs=2, max_epochs=3, factored=True, episode_config=FAST, ppo_kwargs=PPO)
+    agent, hist = train_ppo_vectorized(n_episodes=2, n_envs=2, problem=fast(3), factored=True, ppo_kwargs=PPO)
     assert all(math.isfinite(hist[0][f"head_entropy/{k}"]) for k in HEAD_NAMES)
 
 
@@ -61,7 +60,7 @@ def _dump(h): return json.dumps(h, sort_keys=True)
 
 
 def test_resume_equals_uninterrupted(tmp_path):
-    kw = dict(n_envs=2, max_epochs=3, seed=7, factored=True, episode_config=FAST, ppo_kwargs=PPO,
+    kw = dict(n_envs=2, problem=fast(3), seed=7, factored=True, ppo_kwargs=PPO,
               entropy_coef_start=0.2, entropy_coef_end=0.0, entropy_anneal_episodes=6)
     a_full, h_full = train_ppo_vectorized(n_episodes=6, save_path=tmp_path / "full.pt", **kw)
     train_ppo_vectorized(n_episodes=2, save_path=tmp_path / "part.pt", **kw)          # "interrupted" after batch 1
@@ -75,7 +74,7 @@ def test_resume_equals_uninterrupted(tmp_path):
         train_ppo_vectorized(n_episodes=6, resume=tmp_path / "part.pt", **(kw | {"seed": 8}))
 
 
-def _rollout_run(factored=False, n=2, max_epochs=4, spy=None, cfg=FAST):
+def _rollout_run(factored=False, n=2, max_epochs=4, spy=None):
     task = get_task("mnist1d")
     torch.manual_seed(0)
     nsl = 2
@@ -170,16 +169,16 @@ def test_trainers_share_the_runner(monkeypatch):
     def counting(*a, **k):
         n["calls"] += 1; return orig(*a, **k)
     monkeypatch.setattr(V, "run_lockstep", counting); monkeypatch.setattr(T, "run_lockstep", counting)
-    train_ppo_vectorized(n_episodes=2, n_envs=2, max_epochs=2, episode_config=FAST, ppo_kwargs=PPO)
+    train_ppo_vectorized(n_episodes=2, n_envs=2, problem=fast(2), ppo_kwargs=PPO)
     assert n["calls"] == 1
-    train_ppo(n_episodes=2, update_every=2, max_epochs=2, episode_config=FAST, ppo_kwargs=PPO)
+    train_ppo(n_episodes=2, update_every=2, problem=fast(2), ppo_kwargs=PPO)
     assert n["calls"] == 3                                        # one per episode, run one after another
     train_heuristic(EpisodeSpec(GrowthProblem("mnist1d", max_epochs=2, max_batches=3)), n_episodes=2)
     assert n["calls"] == 5
 
 
 def test_single_env_annealing_divides_by_update_every():
-    _, hist = train_ppo(n_episodes=6, update_every=3, max_epochs=2, episode_config=FAST, ppo_kwargs=PPO,
+    _, hist = train_ppo(n_episodes=6, update_every=3, problem=fast(2), ppo_kwargs=PPO,
                         entropy_coef_start=0.4, entropy_coef_end=0.0, entropy_anneal_episodes=6)
     assert [h["entropy_coef"] for h in hist] == [0.4, 0.2]        # 6 episodes // 3 = 2 updates
 
@@ -188,7 +187,7 @@ def test_bad_arguments_name_the_field():
     with pytest.raises(ValueError, match="n_envs"): train_ppo_vectorized(n_envs=0)
     with pytest.raises(ValueError, match="max_epochs must be >= 2"): train_ppo_vectorized(n_episodes=1, max_epochs=1)
     with pytest.raises(ValueError, match="entropy_anneal_episodes"):
-        train_ppo_vectorized(n_episodes=1, max_epochs=2, entropy_anneal_episodes=-1, episode_config=FAST)
+        train_ppo_vectorized(n_episodes=1, problem=fast(2), entropy_anneal_episodes=-1)
 
 
 @pytest.mark.parametrize("where", ["folder fsync", "checkpoint event"])
@@ -203,7 +202,7 @@ def test_a_stop_right_after_a_checkpoint_lands_reports_that_checkpoint(where, tm
         monkeypatch.setattr(V, "emit_checkpoint", stop)
     save = tmp_path / "agent.pt"
     with pytest.raises(V.TrainingInterrupted) as info:
-        train_ppo_vectorized(n_episodes=4, n_envs=2, max_epochs=2, episode_config=FAST, ppo_kwargs=PPO,
+        train_ppo_vectorized(n_episodes=4, n_envs=2, problem=fast(2), ppo_kwargs=PPO,
                              save_path=save)
     assert (info.value.batches_saved, info.value.checkpoint) == (1, str(save))
     assert info.value.episodes_saved == 2

@@ -3,6 +3,7 @@ import multiprocessing as mp
 import os
 import signal
 import time
+from dataclasses import replace
 from functools import partial
 
 import pytest
@@ -14,11 +15,10 @@ from esper.simic.agent.ppo import PPOAgent
 from esper.simic.trainers.checkpoint import load_training_checkpoint
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.simic.envs.workers import ProcessEnvPool, WorkerError
-from esper.tamiyo.episode import EpisodeConfig
 from esper.tamiyo.problems import GrowthProblem
 from esper.tamiyo.signals import TamiyoAction
 
-TINY = EpisodeConfig(max_epochs=3, max_batches=2)
+TINY = GrowthProblem("mnist1d", max_epochs=3, max_batches=2)
 FACTORY = partial(task_with_shuffle, "mnist1d")
 _spec = lambda factory: EpisodeSpec(GrowthProblem("mnist1d", max_epochs=3, max_batches=2, task_factory=factory))
 
@@ -38,7 +38,7 @@ def _no_workers_left(pool: ProcessEnvPool) -> bool:
 
 
 def _train(workers, **kw):
-    return train_ppo_vectorized(n_episodes=4, n_envs=2, max_epochs=3, episode_config=TINY, workers=workers, seed=5, **kw)
+    return train_ppo_vectorized(n_episodes=4, n_envs=2, problem=TINY, workers=workers, seed=5, **kw)
 
 
 def test_same_agent_and_history_for_any_worker_count():
@@ -93,7 +93,7 @@ def test_ctrl_c_stops_every_worker_and_keeps_the_last_checkpoint(tmp_path, ctrl_
         os.kill(os.getpid(), signal.SIGINT)              # the learner gets it too
         time.sleep(1)
     with pytest.raises(KeyboardInterrupt):
-        train_ppo_vectorized(n_episodes=6, n_envs=2, max_epochs=3, episode_config=TINY, workers=2, seed=5,
+        train_ppo_vectorized(n_episodes=6, n_envs=2, problem=TINY, workers=2, seed=5,
                              save_path=str(path), on_update=ctrl_c_in_second_batch)
     left = [p for p in mp.active_children() if p.name.startswith("esper-env-worker")]
     assert left == [], f"workers left running: {left}"
@@ -103,8 +103,8 @@ def test_ctrl_c_stops_every_worker_and_keeps_the_last_checkpoint(tmp_path, ctrl_
 
 def test_unpicklable_factory_is_refused_before_any_process_starts():
     with pytest.raises(ValueError, match="must pickle"):
-        train_ppo_vectorized(n_episodes=2, n_envs=2, max_epochs=3, episode_config=TINY, workers=2,
-                             task_factory=lambda s: task_with_shuffle("mnist1d", s))
+        train_ppo_vectorized(n_episodes=2, n_envs=2, workers=2,
+                             problem=replace(TINY, task_factory=lambda s: task_with_shuffle("mnist1d", s)))
 
 
 def test_bad_worker_counts_name_the_field():

@@ -66,19 +66,30 @@ def _check_host(
         )
 
 # %% ../../nbs/tamiyo/06_problems.ipynb #b7c0a0e2
+class _Loaded:
+    "A task factory that gives one task already loaded, whatever the seed (`GrowthProblem.of_task`)."
+
+    def __init__(self, task: Task):
+        self.task = task
+
+    def __call__(self, seed: int) -> Task:
+        return self.task
+
+
 def _check_own(
-    problem: Any,  # a `GrowthProblem` being made, with a task factory and a `task` no family has
+    problem: Any,  # a `GrowthProblem` being made, with a task factory: a task no family has, or one loaded
     where: str,  # "problem 'name'", for messages
 ) -> tuple[str, ...]:
     "Its menu, once its slots, menu and budget fit the model of the factory's first task (RNG untouched)."
-    if problem.settings or problem.host is not None or problem.event is not None:
+    loaded = isinstance(problem.task_factory, _Loaded)  # a task loaded already: its own host, a preset if named
+    if problem.settings or (problem.host is not None and not loaded) or problem.event is not None:
         raise ValueError(
             f"{where}: task {problem.task!r} is no registered family: its task_factory builds the data and the model, "
             f"so it takes no settings, host or event (registered families: {', '.join(TASK_FAMILIES)})"
         )
     with torch.random.fork_rng(devices=[]):  # making a problem must not change what a seeded run draws next
         task = problem.task_factory(0)
-        host = task.make_host(None)
+        host = task.make_host(problem.host)
         slots = task_slots(host, problem.slots, task.example)
         try:
             model = MorphogeneticModel(host, slots, blueprints=problem.blueprints)  # None: the model's own menu
@@ -141,7 +152,8 @@ class GrowthProblem:
                 f"{where}: compute_budget must be a number of host epochs >= 1 (an episode trains whole epochs) "
                 f"or None (got {c!r})"
             )
-        if self.task_factory is not None and self.task not in TASK_FAMILIES:  # data of your own: `task` is a label
+        own = self.task not in TASK_FAMILIES or isinstance(self.task_factory, _Loaded)  # checked on its own model
+        if self.task_factory is not None and own:  # data of your own (`task` is a label), or a task loaded already
             object.__setattr__(self, "blueprints", _check_own(self, where))
             return
         if self.task not in TASK_FAMILIES:
@@ -265,16 +277,6 @@ def split_config(
     return GrowthProblem(task, task, task_factory=task_factory, **moved), config.without_problem()
 
 # %% ../../nbs/tamiyo/06_problems.ipynb #1192ec1b
-class _Loaded:
-    "A task factory that gives one task already loaded, whatever the seed."
-
-    def __init__(self, task: Task):
-        self.task = task
-
-    def __call__(self, seed: int) -> Task:
-        return self.task
-
-
 @patch(cls_method=True)
 def of_task(
     cls: GrowthProblem,

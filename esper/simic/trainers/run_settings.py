@@ -283,6 +283,7 @@ OPTIONS: tuple[str, ...] = (
     "task",
     "task_factory",
     "suite",
+    "problem",
     "episode_config",
     "reward_config",
     "rollback_penalty",
@@ -312,16 +313,23 @@ def _agent_settings(
 
 # %% ../../../nbs/simic/trainers/24a_run_settings.ipynb #1f13103b
 def _spec(options: dict[str, Any], parallel: bool) -> EpisodeSpec:
-    "The episode spec of the trainers' flat arguments: `max_epochs` (default 25) replaces the episode config's."
+    "The episode spec of the trainers' flat arguments: a suite, one problem, or a task for `max_epochs` (default 25)."
     reward = options.pop("reward_config", None) or RewardConfig()
     if "rollback_penalty" in options:
         reward = replace(reward, rollback_penalty=options.pop("rollback_penalty"))  # validated there
     devices = tuple(options.pop("devices", None) or ()) or None
-    suite = options.pop("suite", None)
+    suite, problem = options.pop("suite", None), options.pop("problem", None)
+    if problem is not None:  # one problem: the suite of it
+        if suite is not None or not isinstance(problem, GrowthProblem):
+            raise ValueError(
+                f"problem must be one GrowthProblem, given without suite (got {problem!r}, suite={suite!r})"
+            )
+        suite = problem
     if suite is not None:  # the suite's problems set task, host, slots, budgets and length
         loose = sorted(k for k in ("task", "task_factory", "max_epochs") if k in options)
         if loose:
-            raise ValueError(f"suite sets each problem's task and length; give suite or {', '.join(loose)}, not both")
+            given = "suite" if problem is None else "problem"
+            raise ValueError(f"{given} sets task and length; give {given} or {', '.join(loose)}, not both")
         suite = get_suite(suite) if isinstance(suite, str) else suite
         return EpisodeSpec(suite, reward, devices if parallel else None, options.pop("episode_config", None))
     episode, task = options.pop("episode_config", None) or EpisodeConfig(), options.pop("task", "mnist1d")
