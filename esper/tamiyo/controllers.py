@@ -14,7 +14,7 @@ from typing import Any
 
 from .baselines import RandomTamiyo, ScheduleTamiyo, StaticTamiyo
 from .heuristic import HeuristicConfig, HeuristicTamiyo
-from .plans import GreedyTamiyo, PlanTamiyo
+from .plans import GreedyTamiyo, PlanTamiyo, ReplantTamiyo
 
 # %% ../../nbs/tamiyo/03a_controllers.ipynb #c96f92c9
 #: The blueprints of the "fixed" controller when none are named, in slot order.
@@ -116,3 +116,14 @@ def reactive_config(
 
 
 register_controller("reactive:<k>/<x>", lambda seed, options, arg: HeuristicTamiyo(reactive_config(arg)))
+
+# %% ../../nbs/tamiyo/03a_controllers.ipynb #9ef3adda
+def _replant(seed: int, options: ControllerOptions, arg: str) -> ReplantTamiyo:
+    "The `replant:<plan>~<fallback>` controller; a `ValueError` naming the form otherwise."
+    plan, tilde, fallback = arg.rpartition("~")
+    if not tilde or not plan:
+        raise ValueError(f"replant:{arg}: give replant:<plan>~<fallback> (replant:global_mix@block1/1~conv_small)")
+    return ReplantTamiyo(plan, fallback)
+
+
+register_controller("replant:<plan>~<fallback>", _replant)

@@ -175,6 +175,8 @@ def begin_epoch(self: Episode, action: TamiyoAction | None = None) -> ActionResu
     self.epoch += 1
     if hasattr(self.task, "at_epoch"):  # a task whose data shifts mid-run: this epoch's data, for all its splits
         self.task.at_epoch(self.epoch)
+    if hasattr(self.task, "tend_seeds"):  # a task whose seeds may fail (`FailingTask`): the seeds planted so far
+        self.task.tend_seeds(m)
     self.grads.begin_epoch()
     self._sample_flops = self.sample_flops()  # the model as this epoch trains it
     # work queued on the default stream (model built, parameters changed above) must finish

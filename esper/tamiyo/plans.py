@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['Germination', 'Plan', 'seed_cost', 'fits', 'within_budget', 'PlanTamiyo', 'advance_first_open', 'every_plan',
-           'GreedyTamiyo']
+           'GreedyTamiyo', 'ReplantTamiyo']
 
 # %% ../../nbs/tamiyo/04_plans.ipynb #5b454517
 from dataclasses import dataclass
@@ -206,3 +206,50 @@ class GreedyTamiyo:
             if model.slot(slot).stage == SeedStage.DORMANT and (b := self.choice(model, slot)) is not None:
                 return TamiyoAction(LifecycleOp.GERMINATE, slot, b, reason=self.name)
         return advance_first_open(model, self.name)
+
+# %% ../../nbs/tamiyo/04_plans.ipynb #f6a507b9
+class ReplantTamiyo:
+    "Plays a `Plan`; a seed that does not learn in its first epochs is pruned, and `fallback` grows in its slot."
+
+    def __init__(
+        self,
+        plan: Plan | str,  # the plan, or its written form
+        fallback: str,  # the blueprint planted in a pruned seed's slot
+        after: int = 1,  # epochs in TRAINING before a seed is judged
+        still: float = 1e-9,  # a seed whose gradient norm (epoch mean) is at most this is not learning
+    ):
+        if not fallback or "~" in fallback or "@" in fallback:
+            raise ValueError(f"replant: fallback must be a blueprint name (got {fallback!r})")
+        if isinstance(after, bool) or not isinstance(after, int) or after < 1:
+            raise ValueError(f"replant: after must be an integer >= 1 (got {after!r})")
+        self.inner, self.fallback, self.after, self.still = PlanTamiyo(plan), fallback, after, float(still)
+        self.plan = self.inner.plan
+        self.name = f"replant:{self.plan}~{fallback}"
+        self.reset()
+
+    def reset(self) -> None:
+        "New episode: nothing planted, nothing pruned."
+        self.inner.reset()
+        self.judged: set[str] = set()  # slots whose seed was pruned (replanted once, never judged again)
+        self.waiting: list[str] = []  # pruned slots waiting for their fallback
+
+    def decide(self, observation: dict[str, Any], model: Any) -> TamiyoAction:
+        for slot, st in model.seed_states().items():
+            m = st.metrics
+            if (
+                slot not in self.judged
+                and st.stage == SeedStage.TRAINING
+                and m.epochs_in_current_stage >= self.after
+                and st.telemetry.epoch > 0
+                and st.telemetry.gradient_norm <= self.still
+            ):
+                self.judged.add(slot)
+                self.waiting.append(slot)
+                why = f"{self.name}: gradient norm {st.telemetry.gradient_norm:.2g}, not learning"
+                return TamiyoAction(LifecycleOp.PRUNE, slot, reason=why)
+        for slot in self.waiting:
+            if model.slot(slot).stage == SeedStage.DORMANT:
+                self.waiting.remove(slot)
+                if model.fits(slot, self.fallback) and fits(model, [Germination(1, slot, self.fallback)]):
+                    return TamiyoAction(LifecycleOp.GERMINATE, slot, self.fallback, reason=f"{self.name}: replant")
+        return self.inner.decide(observation, model)

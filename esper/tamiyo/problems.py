@@ -20,7 +20,7 @@ from fastcore.basics import patch
 from ..kasmina import MorphogeneticModel, check_blueprint_menu, family_for_dims, task_slots
 from ..kasmina.menus import default_menu
 from .episode_parts import EpisodeConfig
-from .events import DataShift, ShiftingTask
+from .events import RUN_EVENTS, DataShift, FailingTask, SeedFailure, ShiftingTask, event_from_dict
 from esper.tasks import (
     HOST_ARCHITECTURES,
     HOST_PRESETS,
@@ -117,7 +117,7 @@ class GrowthProblem:
     max_batches: int | None = None  # batches per epoch (None: the whole training split)
     optimizer: str | None = None  # "sgd" or "adamw" for host and seeds (None: the base config's); text wants adamw
     lr: float | None = None  # the host's and the seeds' learning rate (None: the base config's)
-    event: DataShift | None = None  # what happens during the run, drawn per episode (None: nothing)
+    event: DataShift | SeedFailure | None = None  # what happens during the run, drawn per episode (None: nothing)
     #: seed -> `Task`: data of your own (None: the family's task for the seed); not part of `key` or `to_dict`
     task_factory: Callable[[int], Task] | None = field(default=None, compare=False, repr=False)
 
@@ -174,12 +174,12 @@ class GrowthProblem:
             raise ValueError(f"{where}: {e}") from None
         _check_host(self, family, where)
         if self.event is not None:
-            if not isinstance(self.event, DataShift):
-                raise ValueError(f"{where}: event must be a DataShift or None (got {self.event!r})")
+            if not isinstance(self.event, RUN_EVENTS):
+                raise ValueError(f"{where}: event must be a DataShift, a SeedFailure or None (got {self.event!r})")
             if self.task_factory is not None:
                 raise ValueError(f"{where}: event shifts a family's data; a task_factory's task takes none")
             try:
-                self.event.check(family, settings, self.max_epochs)
+                self.event.check(family, settings, self.max_epochs, self.blueprints)
             except ValueError as e:
                 raise ValueError(f"{where}: {e}") from None
 
@@ -196,13 +196,15 @@ def load_task(
     seed: int,  # the episode's task seed: shuffling, and the data itself for a held-out seed
     **overrides,  # more `TaskConfig` fields (data_dir, batch_size, ...)
 ) -> Task:
-    "The task of this problem for one seed (a `ShiftingTask` when its event happens; a `task_factory`'s own task)."
+    "The task of this problem for one seed (a `ShiftingTask` or `FailingTask` when its event happens; a factory's own)."
     if self.task_factory is not None:
         return self.task_factory(seed)
     task = get_task(self.task, seed=seed, settings=self.task_settings, host=self.host, **overrides)
-    epoch = None if self.event is None else self.event.draw(seed)  # this episode's shift, if it has one
+    epoch = None if self.event is None else self.event.draw(seed)  # this episode's shift (or failure), if any
     if epoch is None:
         return task
+    if isinstance(self.event, SeedFailure):  # the draw: this episode's failing blueprints
+        return FailingTask.of(task, epoch)
     shifted = self.task_settings | dict(self.event.settings)
     return ShiftingTask.of(task, get_task(self.task, seed=seed, settings=shifted, host=self.host, **overrides), epoch)
 
@@ -236,7 +238,7 @@ def to_dict(self: GrowthProblem) -> dict[str, Any]:
 def from_dict(cls: GrowthProblem, d: dict[str, Any]) -> "GrowthProblem":
     "The problem `to_dict` wrote."
     event = d.get("event")
-    event = None if event is None else DataShift.from_dict(event)
+    event = None if event is None else event_from_dict(event)
     return cls(**{**d, "settings": tuple(sorted(d.get("settings", {}).items())), "event": event})
 
 

@@ -5,12 +5,13 @@
 # %% auto #0
 __all__ = ['MENU', 'EPOCHS', 'BATCHES', 'TRAIN', 'TUNE', 'HELDOUT', 'SMALL_TRAIN', 'SMALL_TEST', 'TEXT_MENU', 'TEXT_EPOCHS',
            'TEXT_LR', 'TEXT_TRAIN', 'TEXT_TUNE', 'TEXT_HELDOUT', 'TEXT_TINY', 'SHIFT_EPOCHS', 'SHIFT_CHANCE',
-           'EVENTS_TRAIN', 'EVENTS_TUNE', 'EVENTS_HELDOUT', 'problem', 'text_problem', 'shifting']
+           'EVENTS_TRAIN', 'EVENTS_TUNE', 'EVENTS_HELDOUT', 'DUD_CHANCE', 'DUDS_TRAIN', 'DUDS_TUNE', 'DUDS_HELDOUT',
+           'problem', 'text_problem', 'shifting', 'failing']
 
 # %% ../../nbs/tamiyo/08_suites.ipynb #05646486
 from dataclasses import replace
 
-from .events import DataShift
+from .events import DataShift, SeedFailure
 from .problems import GrowthProblem, Suite, register_suite
 from ..tasks import TASK_FAMILIES
 
@@ -278,6 +279,75 @@ EVENTS_HELDOUT = register_suite(
         ),
         "four problems whose data shifts mid-run that nothing trains or tunes on: tight parameter budgets, and "
         "digits that gain pixel noise",
+        held_out=True,
+    )
+)
+
+# %% ../../nbs/tamiyo/08_suites.ipynb #72e89985
+#: The share of episodes in which the failing blueprint's seeds fail.
+DUD_CHANCE: float = 0.5
+
+
+def failing(
+    p: GrowthProblem,  # a problem of these suites
+    blueprint: str = "global_mix",  # the blueprint whose seeds fail (the problem's best)
+) -> GrowthProblem:
+    "The problem with every seed of `blueprint` a dud in `DUD_CHANCE` of its episodes."
+    return replace(p, event=SeedFailure((blueprint,), DUD_CHANCE))
+
+# %% ../../nbs/tamiyo/08_suites.ipynb #331498fc
+def _duds(name: str, task: str, params: int, compute: float, **settings) -> GrowthProblem:
+    "A problem of the duds suites: `global_mix` fails in half the episodes, under both budgets."
+    return failing(problem(name, task, param_budget=params, compute_budget=compute, **settings))
+
+
+DUDS_TRAIN = register_suite(
+    Suite(
+        "duds-train",
+        1,
+        (
+            _duds("digits-c20-p1610", "digits", 1610, 20.0),
+            _duds("digits-c25-p1610", "digits", 1610, 25.0),
+            _duds("digits-c40-p1610", "digits", 1610, 40.0),
+            _duds("digits-occluded-c15-p1610", "digits", 1610, 15.0, occlusion=3),
+            _duds("digits-occluded-c25-p1610", "digits", 1610, 25.0, occlusion=3),
+            _duds("mnist1d-shuffled-c25-p1600", "mnist1d", 1600, 25.0, shuffle_seq=True),
+        ),
+        "six problems whose best blueprint (global_mix) is a dud in half the episodes: digits, occluded digits and "
+        "shuffled MNIST-1D under compute and parameter budgets",
+    )
+)
+
+DUDS_TUNE = register_suite(
+    Suite(
+        "duds-tune",
+        1,
+        (
+            _duds("digits-c30-p1610", "digits", 1610, 30.0),
+            _duds("mnist1d-shuffled-c35-p1600", "mnist1d", 1600, 35.0, shuffle_seq=True),
+        ),
+        "two problems between the duds training ones, for choosing a policy's settings",
+    )
+)
+
+DUDS_HELDOUT = register_suite(
+    Suite(
+        "duds-heldout",
+        1,
+        (
+            _duds("digits-c18-p1610", "digits", 1610, 18.0),
+            _duds("digits-c22-p1500", "digits", 1500, 22.0),
+            _duds("digits-c28-p1800", "digits", 1800, 28.0),
+            _duds("digits-occluded-c20-p1610", "digits", 1610, 20.0, occlusion=3),
+            _duds("digits-occluded-c30-p1500", "digits", 1500, 30.0, occlusion=3),
+            _duds("digits-noisy-c20-p1610", "digits", 1610, 20.0, noise_std=0.3),
+            _duds("digits-noisy-c25-p1800", "digits", 1800, 25.0, noise_std=0.3),
+            _duds("digits-few-c20-p1610", "digits", 1610, 20.0, train_fraction=0.5),
+            _duds("mnist1d-shuffled-c20-p1600", "mnist1d", 1600, 20.0, shuffle_seq=True),
+            _duds("mnist1d-shuffled-few-c30-p1500", "mnist1d", 1500, 30.0, shuffle_seq=True, num_samples=2500),
+        ),
+        "ten problems whose best blueprint fails in half the episodes that nothing trains or tunes on: other "
+        "budgets, pixel noise, half the images, shuffled MNIST-1D with half its signals",
         held_out=True,
     )
 )

@@ -80,7 +80,8 @@ def markdown(r: dict) -> str:
              "| problem | shifts at | " + " | ".join(KINDS) + " | hindsight plans (keeps / shifts) |",
              "|---|---|" + "---|" * len(KINDS) + "---|"]
     for p in r["problems"]:
-        at = ", ".join(f"{s}@{e}" for s, e in p["shift_epochs"].items() if e is not None) or "none"
+        at = ", ".join(f"{s}@{e}" if isinstance(e, int) else str(s)  # a shift's epoch; a failure's seed alone
+                       for s, e in p["shift_epochs"].items() if e is not None) or "none"
         lines.append(f"| {p['problem']} | {at} | " + "".join(f"{cell(p[k]['all'])} / {cell(p[k]['shifted'])} | "
                                                         for k in KINDS)
                      + f"`{p['hindsight_plans']['keeps'].removeprefix('plan:')}` / "
