@@ -33,7 +33,8 @@ def ci(xs):
 def analyse(res: dict, duds: Path, cache: PlayCache) -> dict:
     summ = res["summary"]
     suite, test, runs = get_suite(summ["suite"]), summ["test_seeds"], summ["run_seeds"]
-    hind = {p["problem"]: p["hindsight_plans"] for p in json.loads((duds / "events_headroom.json").read_text())["problems"]}
+    split = json.loads((duds / "events_headroom.json").read_text())["problems"]
+    hind = {p["problem"]: p["hindsight_plans"] for p in split}
     repl = {p["problem"]: p["replant"] for p in json.loads((duds / "replant.json").read_text())["problems"]}
     acc = {}
     for r in res["episodes"]:
