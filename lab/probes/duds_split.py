@@ -12,18 +12,21 @@ test seeds, with 95% CIs; and what the policies did on failing and sound episode
         --duds nbs/results/duds/epochs1 --cache runs/pduds/plays.jsonl --out nbs/results/duds_ppo
 """
 
-import argparse
 import collections
 import json
 import statistics
 from pathlib import Path
 
+from esper.cli import OneLineParser, add_overwrite_argument, earlier_results
+from esper.leyline.files import check_output_dir, json_text, write_files_atomic
 from esper.leyline.stats import mean_ci95
 from esper.tamiyo.plan_search import Play, PlayCache, run_plays
 from esper.tamiyo.problems import get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers the duds suites)
 
 KINDS = ("all", "sound", "fails")
+#: What one run writes into --out.
+FILES = ("split.json", "split.md")
 
 
 def ci(xs):
@@ -198,8 +201,8 @@ def markdown(r: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv: list[str] | None = None) -> None:
+    ap = OneLineParser(description=__doc__.split("\n")[0], prog="duds_split.py")
     ap.add_argument("--results", nargs="+", required=True, help="results.json of one or more benchmarks of the same "
                     "suite, test seeds and settings but other run seeds: their policies are pooled")
     ap.add_argument("--duds", default="nbs/results/duds/epochs1")
@@ -207,12 +210,20 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--lifecycles", action="store_true", help="replay each policy on every test episode to log "
                     "its germinations and prunes (the benchmark's rows keep only the last seed of each slot)")
-    a = ap.parse_args()
+    add_overwrite_argument(ap)
+    a = ap.parse_args(argv)
+    found = earlier_results(a.out, FILES)
+    if found and not a.overwrite:  # checked before any episode is played
+        ap.error(f"--out {a.out} already holds {', '.join(found)}; pass --overwrite to replace them")
+    check_output_dir(a.out, "--out")
     results = []
     for f in a.results:
-        res = json.loads(Path(f).read_text())
-        res["checkpoints"] = {s["train_seed"]: str(Path(f).parent / f"seed{s['train_seed']}" / "agent.pt")
-                              for s in res["ppo_seeds"]}
+        try:
+            res = json.loads(Path(f).read_text())
+            res["checkpoints"] = {s["train_seed"]: str(Path(f).parent / f"seed{s['train_seed']}" / "agent.pt")
+                                  for s in res["ppo_seeds"]}
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            ap.error(f"--results {f}: not a suite benchmark's results.json ({type(e).__name__}: {e})")
         results.append(res)
     train_suite = results[0]["config"].get("train_suite", "duds-train")
     res = merge(results)
@@ -228,10 +239,7 @@ def main():
         md += "germination after that prune):\n\n" + "".join(f"- {w}: {json.dumps(v)}\n"
                                                             for w, v in r["lifecycle_summary"].items())
     print(md)
-    out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "split.json").write_text(json.dumps(r, indent=1) + "\n")
-    (out / "split.md").write_text(md)
+    write_files_atomic(Path(a.out), {"split.json": json_text(r, indent=1), "split.md": md})
 
 
 if __name__ == "__main__":
