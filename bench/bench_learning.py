@@ -366,11 +366,11 @@ SUITE_FILES = ("results.json", "table.md", "paired.png", "scatter.png", "plans.p
 
 # ----------------------------------------------------------------------------------------------- the suite benchmark
 # `--suite NAME`: policies trained on --train-suite, judged on every problem of NAME beside the oracle, the rules,
-# their own open-loop replays and the MaskablePPO peer: the jobs, and what they play, are in
-# esper.simic.trainers.suite_jobs.
+# their own open-loop replays, a per-instance selector (fitted on --train-suite's plan search on the tune seeds) and
+# the MaskablePPO peer: the jobs, and what they play, are in esper.simic.trainers.suite_jobs.
 #
 # Written under --out: results.json (config with commit, machine and versions; the headroom report; the summary; the
-# targets; every episode), table.md, paired.png, scatter.png, plans.png, learning_curves.png; seed<k>/ per run seed
+# targets; the selector's plans and cost; every episode), table.md, paired.png, scatter.png, plans.png, learning_curves.png; seed<k>/ per run seed
 # (checkpoint, history, and episodes.jsonl: its evaluation episodes); plays.jsonl, every rule's episode (a cache:
 # --resume and --overwrite keep it); maskable.jsonl, the peer's; parts.jsonl, one line per invocation that worked on
 # these results (its start, seconds, commit, flags and how it ended: complete, stopped or failed), also written when
@@ -459,6 +459,7 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     files = {
         "results.json": json_text(relative_paths({
             "config": config, "headroom": headroom, "summary": summary, "targets": targets, "ppo_seeds": seeds,
+            "selector": {k: v for k, v in played["selector"].items() if k != "searched"},
             "plans": {p: dict(c) for p, c in shares.items()},
             "episodes": rows + [r for r in ppo_rows if r["seed"] in tune] + searched, "table": table})),
         "table.md": table,

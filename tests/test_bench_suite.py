@@ -58,17 +58,25 @@ def test_the_table_has_a_row_per_problem_read_from_the_episodes(run):
         assert row["best rule"] == pytest.approx(h["best single rule"])
         static = [e["test_accuracy"] for e in eps if e["problem"] == p and e["controller"] == "static"]
         assert row["static"] == pytest.approx(statistics.fmean(static))
+        chosen = res["selector"]["plans"][p]  # tiny learns from tiny: each problem's own best plan on the tune seed
+        assert row["selector_plan"] == chosen and chosen.startswith("plan:")
+        played = [e["test_accuracy"] for e in eps
+                  if e["problem"] == p and e["controller"] == chosen and e["seed"] >= 2000]
+        assert len(played) == 2 and row["selector"] == pytest.approx(statistics.fmean(played))
+    assert res["selector"]["train_suite"] == "tiny" and res["selector"]["plan_search_episodes"] == len(
+        [e for e in eps if e.get("phase") == "plan search"])
     lines = res["table"].splitlines()
     head = lines[2].strip("| ").split(" | ")
     peer = ["maskable_ppo"] if "maskable_ppo" in s["arms"] else []  # where sb3-contrib is installed
     assert head == ["problem", "PPO", "run 0", "oracle", "best rule", "greedy", "heuristic", "static", "random",
-                    "open-loop", *peer, "oracle plan"]
+                    "open-loop", "selector", *peer, "oracle plan"]
     body = [ln for ln in lines if ln.startswith(("| mnist1d-small |", "| digits-noisy |", "| **mean** |"))]
     assert len(body) == 3 and all(len(ln.split("|")) - 2 == len(head) for ln in body)
     if "maskable_ppo" not in s["arms"]:
         assert "MaskablePPO: skipped (sb3-contrib is not installed" in res["table"]
     assert [t["target"].split(" (")[0] for t in res["targets"]][3:] == [
-        "PPO >= its open-loop replay + 1", "PPO >= MaskablePPO",
+        "PPO >= its open-loop replay + 1", "PPO >= the per-instance selector + 2, paired CI above 0",
+        "PPO >= MaskablePPO",
         "explained variance >= 0.3 over the last quarter, every run seed",
         f"no head's entropy below 0.01 on a run seed that ends at or below {s['rule']}"]
 

@@ -60,7 +60,7 @@ def open_loop_plan(
     return max(counts, key=lambda p: (counts[p], -[r["plan"] for r in rows].index(p)))
 
 # %% ../../nbs/tamiyo/12_suite_report.ipynb #7895c29a
-#: The table's columns besides PPO, in order; `maskable_ppo` only where it ran.
+#: The table's columns besides PPO, in order; `selector` only where it was played, `maskable_ppo` where it ran.
 ARMS: tuple[str, ...] = (
     "oracle",
     "best rule",
@@ -69,6 +69,7 @@ ARMS: tuple[str, ...] = (
     "static",
     "random",
     "open-loop",
+    "selector",
     "maskable_ppo",
 )
 #: The fixed controllers PPO must beat: the best of these (by mean over the suite) is "the rule".
@@ -107,10 +108,12 @@ def suite_summary(
     best_rule: dict[str, str],  # per problem, the best single rule as played there (a controller name)
     run_seeds: list[int],  # PPO's run seeds
     test: list[int],  # the test seeds
+    selector: dict[str, str] | None = None,  # per problem, the per-instance selector's plan (None: not played)
 ) -> dict[str, Any]:
     "The per-problem table, the means over the suite, and PPO less every arm, paired over problems x test seeds."
-    arms = [a for a in ARMS if a != "maskable_ppo" or any(r["controller"] == a for r in rows)]
-    names = {"oracle": oracle, "best rule": best_rule}
+    ran = {"maskable_ppo": any(r["controller"] == "maskable_ppo" for r in rows), "selector": selector is not None}
+    arms = [a for a in ARMS if ran.get(a, True)]
+    names = {"oracle": oracle, "best rule": best_rule, "selector": selector}
     per_problem, pairs = [], {a: ([], []) for a in arms}
     per_run = {k: [] for k in run_seeds}
     for p in suite.names:
@@ -132,6 +135,8 @@ def suite_summary(
             pairs[a][0].extend(ppo)
             pairs[a][1].extend(accs)
         row["oracle_plan"], row["best_rule_plan"] = oracle[p], best_rule[p]
+        if selector is not None:
+            row["selector_plan"] = selector[p]
         per_problem.append(row)
     means = {a: statistics.fmean(r[a] for r in per_problem) for a in ["ppo", *arms]}
     rule = max(RULES, key=means.get)
@@ -190,6 +195,16 @@ def suite_targets(
     )
     o = less["open-loop"]
     target("PPO >= its open-loop replay + 1", f"{o['mean']:+.2f} ± {o['ci95']:.2f}", o["mean"] >= 1)
+    if "selector" in less:
+        sl = less["selector"]
+        low = sl["mean"] - sl["ci95"] if sl["ci95"] == sl["ci95"] else None
+        target(
+            "PPO >= the per-instance selector + 2, paired CI above 0",
+            f"{sl['mean']:+.2f} ± {sl['ci95']:.2f}",
+            sl["mean"] >= 2 and low is not None and low > 0,
+        )
+    else:
+        target("PPO >= the per-instance selector + 2, paired CI above 0", "not played", None)
     if "maskable_ppo" in less:
         mp = less["maskable_ppo"]
         target("PPO >= MaskablePPO", f"{mp['mean']:+.2f} ± {mp['ci95']:.2f}", mp["mean"] >= 0)
@@ -237,7 +252,8 @@ def markdown_report(
     out += [
         "",
         f"Test accuracy % on the test seeds {', '.join(map(str, summary['test_seeds']))}; PPO and its "
-        "open-loop replay: the mean over run seeds.",
+        "open-loop replay: the mean over run seeds."
+        + (" Selector: the best plan that fits whole of the nearest train problem." if "selector" in arms else ""),
         *notes,
         "",
         "| PPO less | mean (paired) | 95% CI | pairs |",

@@ -4,8 +4,8 @@
 
 # %% auto #0
 __all__ = ['MASKABLE_SKIP', 'PEER_ENVS', 'InProcess', 'when_done', 'progress_row', 'start_training', 'checkpoint_digest',
-           'ppo_job', 'play_trained', 'open_loop_rows', 'greedy', 'peer_key', 'maskable_job', 'start_peer', 'play_all',
-           'summarize_suite']
+           'ppo_job', 'play_trained', 'open_loop_rows', 'greedy', 'peer_key', 'maskable_job', 'start_peer',
+           'selector_plans', 'play_all', 'summarize_suite']
 
 # %% ../../../nbs/simic/trainers/31_suite_jobs.ipynb #1cbbf92b
 import dataclasses
@@ -27,6 +27,7 @@ from ...tamiyo import suite_report as sb
 from ...tamiyo.learning_report import seed_summary
 from ...tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
 from ...tamiyo.problems import get_suite
+from ...tamiyo.selector import Selector
 
 # %% ../../../nbs/simic/trainers/31_suite_jobs.ipynb #2c2f1e77
 class InProcess:
@@ -328,6 +329,29 @@ def start_peer(
 
     return finish
 
+# %% ../../../nbs/simic/trainers/31_suite_jobs.ipynb #b7e1c0a2
+def selector_plans(
+    suite,  # the judged suite
+    args,  # the benchmark's flags: tune_seeds, workers
+    setup: dict[str, Any],  # what every job reads: its `train_suite` is what the selector learns from
+    cache: PlayCache,  # the rules' episodes, the train suite's plan search among them
+    plays,  # the pool of the rules' episodes, or None to play them in this process
+    progress,  # called with each line
+) -> dict[str, Any]:
+    """The selector fitted on the train suite's plan search (every plan on the tune seeds): per judged problem its plan
+    (a controller name) and nearest train problem, and how many plan-search episodes it cost."""
+    train, tune = get_suite(setup["train_suite"]), tuple(args.tune_seeds)
+    searched = [Play(p, c, s) for p in train.problems for c in plan_controllers(p) for s in tune]
+    rows = run_plays(searched, cache, args.workers, on_row=progress_row(progress), pool=plays)
+    selector = Selector("whole").fit(rows, train.problems, tune, tune[0])
+    plans = {p.name: f"plan:{selector.choose(p, tune[0])}" for p in suite.problems}
+    return {
+        "plans": plans,
+        "train_suite": train.name,
+        "plan_search_episodes": len(searched),
+        "searched": [Play(p, c, s).key for p in train.problems for c in plan_controllers(p) for s in tune],
+    }
+
 # %% ../../../nbs/simic/trainers/31_suite_jobs.ipynb #f6d698b5
 def play_all(
     pool,  # the pool of the long jobs (trainings, policies, peer): a process pool, or `InProcess`
@@ -338,18 +362,21 @@ def play_all(
     progress,  # called with each line
 ) -> dict[str, Any]:
     """Every episode of the benchmark, its jobs on `pool` (the rules' episodes on `plays`: the same pool, or None to
-    play them in this process): the headroom report, each problem's oracle and best-rule plan, the rows, the trained
-    runs, the PPO rows and the peer's skip line (or None)."""
+    play them in this process): the headroom report, each problem's oracle and best-rule plan, the selector's, the
+    rows, the trained runs, the PPO rows and the peer's skip line (or None)."""
     suite, tune, test = get_suite(args.suite), tuple(args.tune_seeds), tuple(args.eval_seeds)
     training = start_training(pool, args, setup, progress)  # the long jobs first
     finish_peer = start_peer(pool, args, setup, progress)
     headroom = search(suite, cache, args.workers, (1,), tune, test, on_row=progress_row(progress), pool=plays)
     oracle = {r["problem"]: r["oracle_plan"] for r in headroom["problems"]}
     rule = {p.name: as_played(p, headroom["best_single_rule"]) for p in suite.problems}
+    selector = selector_plans(suite, args, setup, cache, plays, progress)
     fixed = [
         Play(p, c, s)
         for p in suite.problems
-        for c in dict.fromkeys([oracle[p.name], rule[p.name], "greedy", "heuristic", "static", "random"])
+        for c in dict.fromkeys(
+            [oracle[p.name], rule[p.name], selector["plans"][p.name], "greedy", "heuristic", "static", "random"]
+        )
         for s in test
     ]
     rows = run_plays(fixed, cache, args.workers, on_row=progress_row(progress), pool=plays)
@@ -361,6 +388,7 @@ def play_all(
         "headroom": headroom,
         "oracle": oracle,
         "rule": rule,
+        "selector": selector,
         "rows": rows + peer,
         "trained": trained,
         "ppo_rows": ppo_rows,
@@ -381,8 +409,13 @@ def summarize_suite(
         for c in plan_controllers(p)
         for s in tune
     ]
+    keys = {r["key"] for r in searched}  # the selector's plan search, where the train suite is another
+    searched += [
+        cache.rows[k] | {"phase": "selector plan search"} for k in played["selector"]["searched"] if k not in keys
+    ]
+    plans = played["selector"]["plans"]
     summary = sb.suite_summary(
-        suite, played["rows"], played["oracle"], played["rule"], list(args.train_seeds), list(test)
+        suite, played["rows"], played["oracle"], played["rule"], list(args.train_seeds), list(test), plans
     )
     seeds = [
         seed_summary(t, [r for r in played["ppo_rows"] if r["run_seed"] == t["train_seed"] and r["seed"] in test])
