@@ -49,6 +49,7 @@ from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.simic.envs.parallel_env_state import EpisodeSpec, problem_slots
 from esper.simic.trainers.learning_jobs import (TASK, baseline_job, check_resume_files, ppo_eval_job, schedule_name,
                                               train_job, training_task_seeds)
+from esper.simic.agent.checkpoint import save_policy
 from esper.simic.trainers.suite_jobs import MASKABLE_SKIP, InProcess, play_all, summarize_suite
 from esper.tamiyo import suite_report as sb
 from esper.tamiyo.features import FEATURE_SETS, policy_layout, union_layout
@@ -370,11 +371,13 @@ SUITE_FILES = ("results.json", "table.md", "paired.png", "scatter.png", "plans.p
 # the MaskablePPO peer: the jobs, and what they play, are in esper.simic.trainers.suite_jobs.
 #
 # Written under --out: results.json (config with commit, machine and versions; the headroom report; the summary; the
-# targets; the selector's plans and cost; every episode), table.md, paired.png, scatter.png, plans.png, learning_curves.png; seed<k>/ per run seed
-# (checkpoint, history, and episodes.jsonl: its evaluation episodes); plays.jsonl, every rule's episode (a cache:
-# --resume and --overwrite keep it); maskable.jsonl, the peer's; parts.jsonl, one line per invocation that worked on
-# these results (its start, seconds, commit, flags and how it ended: complete, stopped or failed), also written when
-# one is stopped; a --resume adds to it, anything else starts it again. results.json's config lists the parts.
+# targets; the selector's plans and cost; every episode), table.md, paired.png, scatter.png, plans.png,
+# learning_curves.png; seed<k>/ per run seed (checkpoint, history, episodes.jsonl: its evaluation episodes, and
+# policy.pt: the policy alone, 0.6 MB, to commit beside the results: `esper-train compare --checkpoint` and
+# `load_ppo_controller` play it); plays.jsonl, every rule's episode (a cache: --resume and --overwrite keep it);
+# maskable.jsonl, the peer's; parts.jsonl, one line per invocation that worked on these results (its start, seconds,
+# commit, flags and how it ended: complete, stopped or failed), also written when one is stopped; a --resume adds to
+# it, anything else starts it again. results.json's config lists the parts.
 # `make bench-suite`, or in seconds on the `tiny` suite:
 #     python bench/bench_learning.py --suite tiny --train-suite tiny --curve-suite tiny --run-seeds 0 --episodes 4 \\
 #         --n-envs 2 --tune-seeds 1000 --test-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --out /tmp/bs
@@ -472,10 +475,12 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     }
     try:
         write_files_atomic(args.out, files, stale=SUITE_FILES)
+        for t in played["trained"]:  # each policy alone (weights, config, normalisers), small enough to commit
+            save_policy(t["checkpoint"], Path(t["checkpoint"]).with_name("policy.pt"), overwrite=True)
     except OSError as e:
         print(f"bench_learning.py: error: {e} (the table above was not saved; {kept})")
         return 1
-    print(f"wrote {args.out / 'results.json'}, {', '.join(SUITE_FILES[1:])}, {PARTS_FILE} "
+    print(f"wrote {args.out / 'results.json'}, {', '.join(SUITE_FILES[1:])}, {PARTS_FILE}, seed<k>/policy.pt "
           f"({config['wall_seconds']:.0f} s; {config['wall_seconds_all_parts']:.0f} s in {len(parts)} part(s))")
     return 0
 

@@ -288,3 +288,17 @@ def test_damaged_rows_of_the_episode_caches_are_played_again_with_a_note(run, tm
     assert f"{out / 'plays.jsonl'} line" in said and f"{out / 'seed0' / 'episodes.jsonl'} line" in said
     again = json.loads((out / "results.json").read_text())
     assert again["summary"]["means"] == run[1]["summary"]["means"]
+
+
+def test_each_run_seed_leaves_its_policy_alone_which_plays_its_episodes_again(run):
+    "seed<k>/policy.pt: the weights without the optimiser, small enough to commit, and it plays the same episodes."
+    import torch
+    from esper.simic.envs.env import load_ppo_controller
+    from esper.tamiyo import suite_report as sb
+    out, res = run
+    policy, checkpoint = out / "seed0" / "policy.pt", out / "seed0" / "agent.pt"
+    assert torch.load(policy, weights_only=True)["optimizer_state_dict"] is None
+    assert policy.stat().st_size < checkpoint.stat().st_size
+    row = next(e for e in res["episodes"] if e["controller"] == "ppo" and e["seed"] == 2000)
+    again = sb.play_policy(load_ppo_controller(str(policy)), TINY, TINY[row["problem"]], 2000)
+    assert (again["test_accuracy"], again["plan"]) == (row["test_accuracy"], row["plan"])
