@@ -6,7 +6,10 @@ suite (the best single rule) are then scored on the test seeds with the greedy r
 writes the per-problem table, the oracle's margin over the best of the three with its paired 95% CI, and a heatmap
 of problems x plans. Accuracies are on each task's test split. Episodes are cached (--cache): a rerun plays only
 what is missing. With --epochs 1 3 5 7 each germination is tried at each of those planting epochs; --prune keeps
-that affordable by successive halving over the tune seeds; --problems plays a named subset of the suite.
+that affordable by successive halving over the tune seeds; --problems plays a named subset of the suite. With
+--selector FILE it also fits the per-instance selector (esper.tamiyo.selector) on the suite's plan search and saves
+it: the `selector:FILE` controller then plays, on any problem, the best plan that fits whole of its nearest problem
+here (`make run` compares one fitted on small-train).
 
     OMP_NUM_THREADS=1 python bench/suite_headroom.py --suite heldout --workers 2 --out runs/headroom
 """
@@ -22,6 +25,7 @@ from esper.leyline.files import OutputError, check_output_dir, check_output_file
     relative_paths, write_files_atomic
 from esper.tamiyo.plan_search import REACTIVE_GRID, TEST_SEEDS, TUNE_SEEDS, PlayCache, search
 from esper.tamiyo.problems import SUITES, Suite, get_suite
+from esper.tamiyo.selector import Selector
 from esper.tasks.registry import TaskDataError
 from esper.cli.runs import stops_in_one_line
 import esper.tamiyo.suites  # noqa: F401  (registers train, tune and heldout)
@@ -138,6 +142,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cache", default="runs/plays.jsonl",
                     help="episodes already played, shared by every suite (default: runs/plays.jsonl)")
     ap.add_argument("--out", required=True, help=f"folder for {', '.join(FILES)}")
+    ap.add_argument("--selector", default=None, metavar="FILE",
+                    help="also fit the per-instance selector on this plan search and save it to FILE, a JSON file "
+                         "the selector:FILE controller plays (default: none)")
     add_overwrite_argument(ap)
     a = ap.parse_args(argv)
     try:
@@ -159,6 +166,8 @@ def main(argv: list[str] | None = None) -> None:
                  f"(the shortest problem of {a.suite} has {min(p.max_epochs for p in suite.problems)} epochs)")
     if set(a.tune_seeds) & set(a.test_seeds):
         ap.error("--tune-seeds and --test-seeds must not share a seed: nothing may be chosen on a reporting seed")
+    if a.selector is not None and Path(a.selector).exists() and not a.overwrite:
+        ap.error(f"--selector {a.selector} exists: pass --overwrite to replace it, or choose another file")
     found = earlier_results(a.out, FILES)
     if found and not a.overwrite:
         ap.error(f"--out {a.out} already holds an earlier run's results ({', '.join(found)}); pass --overwrite to "
@@ -166,6 +175,8 @@ def main(argv: list[str] | None = None) -> None:
     try:  # both are checked before the first episode, not after the last
         check_output_dir(a.out, "--out")
         check_output_file(a.cache, "--cache")
+        if a.selector is not None:
+            check_output_file(a.selector, "--selector")
         check_data_dir(os.environ.get("ESPER_DATA_DIR"), "ESPER_DATA_DIR")
         cache = PlayCache(a.cache)
     except (OutputError, PermissionError) as e:
@@ -182,6 +193,11 @@ def main(argv: list[str] | None = None) -> None:
             ap.exit(1, f"suite_headroom.py: error: {e}; the episodes played so far are kept in {a.cache}\n")
     if a.problems is not None:
         r["subset"] = f"{len(suite)} of its {whole} problems"
+    if a.selector is not None:  # the features: a first epoch of each problem, on the first tune seed
+        selector = Selector("whole").fit(r, suite.problems, tuple(a.tune_seeds), a.tune_seeds[0])
+        selector.save(a.selector)
+        r["selector"] = a.selector
+        print(f"wrote the selector fitted on {len(suite)} problems' plan search to {a.selector}")
     r["seconds"] = round(time.perf_counter() - t0, 1)
     r["episodes_played"] = len(played)
     r["command"] = " ".join(["python bench/suite_headroom.py", *(argv if argv is not None else sys.argv[1:])])

@@ -121,3 +121,26 @@ def test_a_text_suite_reports_bits_per_character(tmp_path, capsys, monkeypatch):
     for p in r["problems"]:
         assert 0 < p["in_metric"]["oracle"] <= min(p["in_metric"][k] for k in ("greedy", "heuristic")) + 0.5
         assert f"| {p['problem']} | " in table
+
+
+def test_a_selector_fitted_on_the_plan_search_is_saved_and_plays(tmp_path, capsys):
+    "Issue 75: --selector FILE fits the per-instance selector on the suite's plan search; selector:FILE plays it."
+    from esper.tamiyo.controllers import make_controller
+    from esper.tamiyo.episode import run_episode
+    from esper.tamiyo.problems import TINY
+    from esper.tamiyo.selector import Selector
+    from esper.tamiyo.suite_report import germination_plan
+    h, path = _headroom(), tmp_path / "selector.json"
+    args = ["--suite", "tiny", "--tune-seeds", "1000", "--test-seeds", "2000", "--cache", str(tmp_path / "plays.jsonl"),
+            "--selector", str(path)]
+    h.main(args + ["--out", str(tmp_path / "out")])
+    report = json.loads((tmp_path / "out" / "headroom.json").read_text())
+    sel = Selector.load(path)
+    assert sel.problems == list(TINY.names) and Path(report["selector"]).name == "selector.json"
+    p = TINY["digits-noisy"]  # its own nearest problem: its best plan on the tune seed, played whole
+    assert f"plan:{sel.choose(p, 1000)}" == max(report["tune_means"][p.name], key=report["tune_means"][p.name].get)
+    r = run_episode(p.load_task(2000), make_controller(f"selector:{path}", 2000), seed=2000, problem=p)
+    assert str(germination_plan(r.lifecycle_log)) == str(sel.choose(p, 1000))  # it plants what that plan says
+    with pytest.raises(SystemExit):
+        h.main(args + ["--out", str(tmp_path / "other")])  # the saved selector is never replaced by accident
+    assert f"--selector {path} exists" in capsys.readouterr().err
