@@ -52,8 +52,9 @@ PARTS = {
     "policy (features, forward)": ("esper/simic/envs/env.py", "act"),
     "PPO update": ("esper/simic/trainers/update_metrics.py", "run_ppo_update"),
     "episode setup": ("esper/tamiyo/episode.py", "start"),
-    "operation counting": ("esper/tolaria/compute.py", "train_flops_per_sample", "esper/tamiyo/episode.py",
-                           ("begin_epoch", "sample_flops")),  # per epoch; once per episode is in "episode setup"
+    # per epoch, through `Episode.sample_flops`'s `SampleFlops`; once per episode is in "episode setup"
+    "operation counting": ("esper/tolaria/compute.py", "train_flops_per_sample", "esper/tamiyo/episode_books.py",
+                           "__call__"),
 }
 
 
