@@ -29,7 +29,7 @@ import torch
 
 from esper.cli import earlier_results
 from esper.simic.trainers.vectorized import train_ppo_vectorized
-from esper.tamiyo.episode import EpisodeConfig
+from esper.tamiyo import EpisodeConfig, GrowthProblem
 from esper.tasks import get_task
 from esper.tolaria.trainer import make_sgd
 from esper.leyline.files import write_json_atomic
@@ -52,8 +52,9 @@ PARTS = {
     "policy (features, forward)": ("esper/simic/envs/env.py", "act"),
     "PPO update": ("esper/simic/trainers/update_metrics.py", "run_ppo_update"),
     "episode setup": ("esper/tamiyo/episode.py", "start"),
-    "operation counting": ("esper/tolaria/compute.py", "train_flops_per_sample", "esper/tamiyo/episode.py",
-                           ("begin_epoch", "sample_flops")),  # per epoch; once per episode is in "episode setup"
+    # per epoch, through `Episode.sample_flops`'s `SampleFlops`; once per episode is in "episode setup"
+    "operation counting": ("esper/tolaria/compute.py", "train_flops_per_sample", "esper/tamiyo/episode_books.py",
+                           "__call__"),
 }
 
 
@@ -88,7 +89,8 @@ CPU: list[float] = []  # process CPU seconds of each timed call, in order: stead
 
 def run(envs: int, max_epochs: int, max_batches: int) -> float:
     t0, c0 = time.perf_counter(), time.process_time()
-    train_ppo_vectorized(n_episodes=envs, n_envs=envs, max_epochs=max_epochs, episode_config=EpisodeConfig(max_batches=max_batches))
+    problem = GrowthProblem("mnist1d", max_epochs=max_epochs, max_batches=max_batches)
+    train_ppo_vectorized(n_episodes=envs, n_envs=envs, problem=problem)
     CPU.append(time.process_time() - c0)
     return time.perf_counter() - t0
 

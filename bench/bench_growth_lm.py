@@ -32,7 +32,7 @@ from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, earl
 from esper.leyline.files import (OutputError, check_output_file, relative_paths, save_figure_atomic, write_json_atomic,
                                  write_text_atomic)
 from esper.leyline.stats import mean_ci95
-from esper.tamiyo import Episode, EpisodeConfig, HeuristicTamiyo, StaticTamiyo, run_episode
+from esper.tamiyo import Episode, EpisodeConfig, GrowthProblem, HeuristicTamiyo, StaticTamiyo, run_episode
 from esper.tamiyo.plans import GreedyTamiyo, PlanTamiyo
 from esper.tamiyo.twins import final_topology, flops_to_reach, parse_grown, train_fixed
 from esper.tasks import TaskDataError, get_task
@@ -63,9 +63,9 @@ def episode_job(name: str, seed: int, a: dict[str, Any]) -> dict[str, Any]:
     "One episode of a rival on one problem: its curve (compute in host epochs, validation bits) and test bits."
     torch.set_num_threads(1)
     task = task_of(a, seed)
-    cfg = EpisodeConfig(max_epochs=4 * a["budget"], compute_budget=float(a["budget"]), optimizer="adamw",
-                        host_lr=a["lr"], seed_lr=a["seed_lr"], lr_schedule="constant")
-    r = run_episode(task, controller_of(name), cfg, seed=seed)
+    problem = GrowthProblem.of_task(task, max_epochs=4 * a["budget"], compute_budget=float(a["budget"]))
+    cfg = EpisodeConfig(optimizer="adamw", host_lr=a["lr"], seed_lr=a["seed_lr"], lr_schedule="constant")
+    r = run_episode(task, controller_of(name), cfg, seed=seed, problem=problem)
     return {"kind": "episode", "rival": name, "seed": seed, "test_bits": r.final_metric, "grown": r.grown,
             "params": r.host_params + r.params_added, "seconds": round(r.seconds, 1),
             "curve": [(h["compute"], h["val_metric"]) for h in r.history]}
@@ -247,11 +247,12 @@ def price(a: dict[str, Any], plan: str, epochs: int, repeats: int) -> dict[str, 
     passes); the first epoch is left out of both, since Esper trains the bare host then."""
     torch.set_num_threads(1)
     task = task_of(a, 1000)
-    cfg = EpisodeConfig(max_epochs=epochs, optimizer="adamw", host_lr=a["lr"], seed_lr=a["seed_lr"])
+    cfg = EpisodeConfig(optimizer="adamw", host_lr=a["lr"], seed_lr=a["seed_lr"])
+    problem = GrowthProblem.of_task(task, max_epochs=epochs)
     tokens = task.n_train * task.input_shape[0] * (epochs - 1)
     esper, bare, grown = [], [], ""
     for _ in range(repeats):
-        ep, ctl = Episode(task, cfg), PlanTamiyo(plan[5:] if plan.startswith("plan:") else plan)
+        ep, ctl = Episode(task, cfg, problem=problem), PlanTamiyo(plan[5:] if plan.startswith("plan:") else plan)
         ctl.reset()
         obs = ep.reset(seed=0)
         t0 = time.perf_counter()

@@ -12,7 +12,7 @@ import torch
 
 from esper.cli import DistinctSeeds, OneLineParser, seed_int
 from esper.tasks import get_task
-from esper.tamiyo import EpisodeConfig, HeuristicTamiyo, run_episode
+from esper.tamiyo import GrowthProblem, HeuristicTamiyo, run_episode
 from esper.tamiyo.baselines import StaticTamiyo as Static
 from esper.leyline.files import write_json_atomic
 
@@ -25,12 +25,11 @@ def main():
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    cfg = EpisodeConfig(max_epochs=a.max_epochs)
     rows = {"static": [], "heuristic": []}
     for seed in a.seeds:
         for arm, ctl in (("static", Static()), ("heuristic", HeuristicTamiyo())):
             task = get_task("mnist1d", seed=seed)  # same data and order for both arms
-            r = run_episode(task, ctl, cfg, seed=seed)
+            r = run_episode(task, ctl, seed=seed, problem=GrowthProblem.of_task(task, max_epochs=a.max_epochs))
             d = r.to_dict() | {"seed": seed, "timeline": [(x["epoch"], x["slot_id"], x["blueprint"], x["to"]) for x in r.lifecycle_log]}
             rows[arm].append(d)
             print(f"{arm:9s} seed {seed}: test {r.final_accuracy:5.1f}%  validation {r.final_val_accuracy:5.1f}%  "

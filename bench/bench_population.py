@@ -33,7 +33,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from esper.cli import OneLineParser, nonneg_int, positive_int, seed_int
 from esper.leyline.files import relative_paths, write_json_atomic
 from esper.simic.trainers.vectorized import train_ppo_vectorized
-from esper.tamiyo.episode import EpisodeConfig
+from esper.tamiyo import GrowthProblem
 from esper.tolaria import resolve_device
 
 
@@ -45,11 +45,11 @@ def device_name(device: torch.device) -> str:
 
 def measure(k: int, population: bool, args: argparse.Namespace, device: str) -> dict:
     "One trainer call with `k` envs; its training samples per second."
-    config = EpisodeConfig(max_batches=args.max_batches or None)
+    problem = GrowthProblem("mnist1d", max_epochs=args.max_epochs, max_batches=args.max_batches or None)
     if device.startswith("cuda"): torch.cuda.synchronize()
     t0 = time.perf_counter()
-    _, history = train_ppo_vectorized(n_episodes=k, n_envs=k, max_epochs=args.max_epochs, device=device,
-                                      episode_config=config, population=population, seed=args.seed)
+    _, history = train_ppo_vectorized(n_episodes=k, n_envs=k, problem=problem, device=device,
+                                      population=population, seed=args.seed)
     if device.startswith("cuda"): torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
     samples = k * args.max_epochs * args.batch_samples
@@ -61,16 +61,21 @@ def warm_up(device: str) -> None:
     """One tiny trainer call per path, untimed: the process's one-time costs (data, CUDA context, kernels) paid first.
     Three envs, so that they form a population group on any device (`MIN_GROUP`)."""
     for population in (False, True):
-        train_ppo_vectorized(n_episodes=3, n_envs=3, max_epochs=2, device=device,
-                             episode_config=EpisodeConfig(max_batches=1), population=population, seed=0)
+        train_ppo_vectorized(n_episodes=3, n_envs=3, problem=GrowthProblem("mnist1d", max_epochs=2, max_batches=1),
+                             device=device, population=population, seed=0)
 
 
-def incubating_envs(k: int, config: EpisodeConfig, device: str) -> list:
-    "`k` started envs (episode seeds 100, 101, ...), each with a `conv_heavy` seed germinated in block1: one architecture."
+def incubating_envs(k: int, epochs: int, batches: int, device: str) -> list:
+    """`k` started envs (episode seeds 100, 101, ...) of `epochs` epochs x `batches` batches, each with a `conv_heavy`
+    seed germinated in block1: one architecture."""
     from esper.simic.envs.parallel_env_state import ParallelEnvState, task_with_shuffle
     from esper.tamiyo.episode import Episode
-    envs = [ParallelEnvState(i, 100 + i, Episode(task_with_shuffle("mnist1d", 100 + i), config, env_id=i, device=device),
-                             torch.device(device)) for i in range(k)]
+
+    def episode(i: int) -> Episode:
+        task = task_with_shuffle("mnist1d", 100 + i)
+        problem = GrowthProblem.of_task(task, max_epochs=epochs, max_batches=batches)
+        return Episode(task, env_id=i, device=device, problem=problem)
+    envs = [ParallelEnvState(i, 100 + i, episode(i), torch.device(device)) for i in range(k)]
     for e in envs:
         e.start()
         e.episode.model.germinate("block1", "conv_heavy")
@@ -83,7 +88,7 @@ def group_cost(g: int, device: str, epochs: int = 2, batches: int = 30) -> dict:
     from esper.simic.trainers.vectorized import run_epoch_lockstep
     best = {}
     for name, fn in (("lockstep", run_epoch_lockstep), ("population", run_epoch_population)) * 2:
-        envs = incubating_envs(g, EpisodeConfig(max_epochs=epochs + 2, max_batches=batches), device)
+        envs = incubating_envs(g, epochs + 2, batches, device)
         step = partial(fn, min_group=1) if name == "population" else fn  # stacked even as a group of one
         step(envs, [None] * g)  # warm-up epoch (the seed starts incubating)
         t0 = time.perf_counter()
@@ -114,7 +119,7 @@ def op_counts(k: int, device: str) -> dict:
     for name, fn in (("lockstep", run_epoch_lockstep), ("population", partial(run_epoch_population, min_group=1))):
         counts = {}
         for batches in (2, 6):
-            envs = incubating_envs(k, EpisodeConfig(max_epochs=4, max_batches=batches), device)
+            envs = incubating_envs(k, 4, batches, device)
             fn(envs, [None] * k)  # the seed starts incubating
             with OpCounter() as c:
                 fn(envs, [None] * k)
@@ -129,7 +134,7 @@ def profile_epoch(k: int, device: str, batches: int = 6, top: int = 15) -> dict:
     the device (CUDA) or on the CPU; with the epoch's wall milliseconds per env and batch, profiler included."""
     from torch.profiler import ProfilerActivity, profile
     from esper.simic.envs.population import run_epoch_population
-    envs = incubating_envs(k, EpisodeConfig(max_epochs=4, max_batches=batches), device)
+    envs = incubating_envs(k, 4, batches, device)
     step = partial(run_epoch_population, min_group=1)
     step(envs, [None] * k)  # warm-up: the seed starts incubating, kernels are loaded
     cuda = device.startswith("cuda")

@@ -24,18 +24,22 @@ import torch
 from esper.cli import earlier_results
 from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.simic.envs.workers import available_cores
-from esper.tamiyo.episode import EpisodeConfig
+from esper.tamiyo import GrowthProblem
 from esper.tasks import get_task
 from esper.leyline.files import relative_paths, write_json_atomic
+
+
+def problem(a) -> GrowthProblem:
+    "The episodes' problem: MNIST-1D for `--max-epochs` epochs of `--max-batches` batches."
+    return GrowthProblem("mnist1d", max_epochs=a.max_epochs, max_batches=a.max_batches)
 
 
 def run(workers: int, a) -> tuple[float, float, list]:
     "(steady-state seconds per batch, whole wall time, history) of one training run."
     stamps = []
     t0 = time.perf_counter()
-    _, hist = train_ppo_vectorized(n_episodes=a.envs * a.batches, n_envs=a.envs, max_epochs=a.max_epochs, workers=workers,
-                                   episode_config=EpisodeConfig(max_batches=a.max_batches), seed=0,
-                                   on_update=lambda agent, rec: stamps.append(time.perf_counter()))
+    _, hist = train_ppo_vectorized(n_episodes=a.envs * a.batches, n_envs=a.envs, problem=problem(a), workers=workers,
+                                   seed=0, on_update=lambda agent, rec: stamps.append(time.perf_counter()))
     wall = time.perf_counter() - t0
     return (stamps[-1] - stamps[0]) / (len(stamps) - 1), wall, hist
 
@@ -44,8 +48,7 @@ def solo(a) -> float:
     "Seconds one process takes to train one batch of `--envs` episodes by itself (envs in-process, no workers)."
     torch.set_num_threads(1)
     t0 = time.perf_counter()
-    train_ppo_vectorized(n_episodes=a.envs, n_envs=a.envs, max_epochs=a.max_epochs, workers=0,
-                         episode_config=EpisodeConfig(max_batches=a.max_batches), seed=0)
+    train_ppo_vectorized(n_episodes=a.envs, n_envs=a.envs, problem=problem(a), workers=0, seed=0)
     return time.perf_counter() - t0
 
 

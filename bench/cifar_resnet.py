@@ -16,7 +16,7 @@ import torch
 from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
 from esper.leyline.files import OutputError, check_output_file, relative_paths, write_json_atomic
 from esper.leyline.stats import mean_ci95
-from esper.tamiyo import EpisodeConfig, HeuristicTamiyo, StaticTamiyo, run_episode
+from esper.tamiyo import EpisodeConfig, GrowthProblem, HeuristicTamiyo, StaticTamiyo, run_episode
 from esper.tasks import TaskDataError, build_host, count_parameters, get_task
 
 IMPAIRED, HEALTHY = "cifar_resnet_impaired", "cifar_resnet"
@@ -68,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, (host, controller, limit) in arms(budget).items():
             task = get_task("cifar10", seed=seed, settings=settings, data_dir=a.data_dir, batch_size=a.batch_size,
                             host=host)  # each arm its own task: the same data and order for all
-            cfg = EpisodeConfig(max_epochs=a.epochs, max_batches=a.max_batches, param_budget=limit,
-                                lr_schedule="cosine", host_lr=0.05)
-            r = run_episode(task, controller(), cfg, seed=seed, device=a.device)
+            problem = GrowthProblem.of_task(task, max_epochs=a.epochs, max_batches=a.max_batches, param_budget=limit)
+            cfg = EpisodeConfig(lr_schedule="cosine", host_lr=0.05)
+            r = run_episode(task, controller(), cfg, seed=seed, device=a.device, problem=problem)
             rows[name].append({"seed": seed, "test_accuracy": r.final_accuracy, "params": r.host_params + r.params_added,
                                "grown": r.grown, "seconds": round(r.seconds, 1)})
             print(f"{name}, seed {seed}: {r.final_accuracy:.1f}% test accuracy, "

@@ -426,8 +426,7 @@ def test_reward_terms_prices_other_contribution_weights_from_the_discounted_part
 
 def test_reward_terms_discounts_each_play_as_ppo_sees_it(monkeypatch):
     rt = _bench_module("reward_terms")
-    real = rt.EpisodeConfig
-    monkeypatch.setattr(rt, "EpisodeConfig", lambda **kw: real(**{**kw, "max_epochs": 4, "max_batches": 2}))
+    monkeypatch.setattr(rt, "FULL_EPISODE", {**rt.FULL_EPISODE, "max_epochs": 4, "max_batches": 2})
     rule = "concurrent:conv_heavy+conv_small"
     seed = rt.play(rule, [1000], 0.0)["per_seed"][0]  # three paid steps: epochs 2, 3 and 4
     d = seed["discounted"]
@@ -472,8 +471,7 @@ def test_reward_terms_stores_each_critics_value_of_every_state_played(tmp_path, 
     from esper.simic.envs.env import state_dim
     from esper.simic.agent.ppo import PPOAgent
     rt = _bench_module("reward_terms")
-    real = rt.EpisodeConfig
-    monkeypatch.setattr(rt, "EpisodeConfig", lambda **kw: real(**{**kw, "max_epochs": 3, "max_batches": 2}))
+    monkeypatch.setattr(rt, "FULL_EPISODE", {**rt.FULL_EPISODE, "max_epochs": 3, "max_batches": 2})
     path = tmp_path / "agent.pt"
     PPOAgent(state_dim=state_dim(2), hidden_dim=8).save(path)
     seed = rt.play("concurrent:conv_heavy+conv_small", [1000], 0.0, (str(path), str(path)))["per_seed"][0]

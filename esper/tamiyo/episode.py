@@ -14,17 +14,18 @@ from typing import Any
 import torch
 from fastcore.basics import patch
 
-from ..leyline import SeedStage, TRAINABLE_SEED_STAGES, ActionSpace
-from ..leyline import TelemetryEvent, TelemetryEventType
+from ..leyline import SeedStage, ActionSpace, TelemetryEvent, TelemetryEventType
 from ..leyline.metrics import Accuracy, Metric, as_metric
-from ..kasmina import MorphogeneticModel, task_slots
+from ..kasmina import MorphogeneticModel
 from ..tolaria import EpochRunner, TolariaGovernor, seed_everything, resolve_device, train_step
 from ..tolaria.governor import blowup_bound
-from ..tolaria.compute import host_epoch_flops, train_flops_per_sample
+from ..tolaria.compute import host_epoch_flops
 from .signals import SignalTracker, TamiyoAction, Controller
 from .episode_parts import EpisodeGradientStats, EpisodeConfig, ActionResult, apply_action, EpisodeResult
 from .problems import GrowthProblem
-from .episode_parts import grown_seeds, sync_seed_telemetry
+from .episode_parts import sync_seed_telemetry
+from .episode_books import SampleFlops, episode_model, episode_problem
+from .episode_books import epoch_event, epoch_record, episode_result
 from .observation import episode_observation, input_locality, run_observation
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #e9d1c7a2
@@ -45,19 +46,7 @@ class Episode:
     ):
         config = config or EpisodeConfig()
         menu = None if actions is None else actions if isinstance(actions, ActionSpace) else ActionSpace(actions)
-        if problem is None:  # the task alone; a config made the old way brings the problem's settings
-            problem = GrowthProblem.of_task(
-                task, **({} if menu is None else {"blueprints": menu.blueprints}) | config.problem_fields
-            )
-        elif config.problem_fields:
-            raise ValueError(
-                f"the problem sets {', '.join(config.problem_fields)}: give them to it, not to EpisodeConfig"
-            )
-        if menu is not None and not set(problem.blueprints) <= set(menu.blueprints):
-            raise ValueError(
-                f"problem {problem.name!r} plants {', '.join(problem.blueprints)}; "
-                f"the action space offers {', '.join(menu.blueprints)}"
-            )
+        problem = episode_problem(task, config, menu, problem)  # the one given, or the task's own
         self.task, self.problem, self.hub, self.env_id = task, problem, hub, env_id
         self.cfg = problem.episode_config(config.without_problem())  # how it trains: the problem's optimizer, rate
         self.actions = menu or ActionSpace(problem.blueprints)
@@ -93,20 +82,7 @@ def start(self: Episode, seed: int = 0) -> None:
     "Build a fresh model, its optimizers, governor and tracker; no epoch is trained yet."
     c, p = self.cfg, self.problem
     seed_everything(seed)
-    host = self.task.make_host(p.host)
-    slots = task_slots(host, p.slots, self.task.example)  # a model of yours: slots measured on its data
-    self.model = MorphogeneticModel(
-        host,
-        slots,
-        c.blend_epochs,
-        c.blend_algorithm,
-        c.embargo_epochs,
-        c.gates,
-        hub=self.hub,
-        env_id=self.env_id,
-        param_budget=p.param_budget,
-        blueprints=p.blueprints,
-    ).to(self.device)
+    self.model = episode_model(self.task, p, c, self.hub, self.env_id).to(self.device)
     self.runner = EpochRunner(
         self.model,
         self.device,
@@ -127,10 +103,8 @@ def start(self: Episode, seed: int = 0) -> None:
         self.governor.snapshot(epoch=0)  # the initial weights: what a blow-up in epoch 1 rolls back to
     self.grads = EpisodeGradientStats(self.model)
     dtype = getattr(self.task, "input_dtype", torch.float32)
-    self.flops, self.host_epoch_flops = (
-        0,
-        host_epoch_flops(self.model, self.task.input_shape, self.epoch_samples, dtype),
-    )
+    self.flops = 0
+    self.host_epoch_flops = host_epoch_flops(self.model, self.task.input_shape, self.epoch_samples, dtype)
     self.tracker = SignalTracker()
     if hasattr(self.task, "at_epoch"):  # a task whose data shifts mid-run (`ShiftingTask`): the start's data
         self.task.at_epoch(0)
@@ -195,17 +169,8 @@ def begin_epoch(self: Episode, action: TamiyoAction | None = None) -> ActionResu
 @patch
 def sample_flops(self: Episode) -> int:
     "`train_flops_per_sample` of the model as it is, counted once per set of seeds that run in its forward pass."
-    m = self.model
-    key = tuple(
-        (sid, s.state.seed_id) for sid, s in m.slots.items() if s.seed is not None and s.stage in TRAINABLE_SEED_STAGES
-    )
-    cache = self.__dict__.setdefault("_flops_cache", {})
-    if cache.get("model") is not m:  # a new episode's model: counts of the last one do not apply
-        cache.clear()
-        cache["model"] = m
-    if key not in cache:
-        cache[key] = train_flops_per_sample(m, self.task.input_shape, getattr(self.task, "input_dtype", torch.float32))
-    return cache[key]
+    count = self.__dict__.setdefault("_sample_flops_count", SampleFlops())
+    return count(self.model, self.task.input_shape, getattr(self.task, "input_dtype", torch.float32))
 
 
 @patch(as_prop=True)
@@ -294,36 +259,14 @@ def finish_epoch(
         for slot in self._cf_slots:
             w = None if without is None else without.get(slot)
             m.counterfactual(slot, self.task.val_loader, self.device, with_seed=va["accuracy"], without=w)
-    train_loss = tr["loss"] if rollback is None else va["loss"]  # a rolled-back epoch's loss may be NaN
-    self.tracker.update(self.epoch, train_loss, tr["accuracy"], va["loss"], va["accuracy"], self.global_step)
+    tr = tr if rollback is None else tr | {"loss": va["loss"]}  # a rolled-back epoch's loss may be NaN
+    self.tracker.update(self.epoch, tr["loss"], tr["accuracy"], va["loss"], va["accuracy"], self.global_step)
     self.done = self.epoch >= c.max_epochs or (c.compute_budget is not None and self.compute >= c.compute_budget)
-    rec = {
-        "epoch": self.epoch,
-        "train_loss": train_loss,
-        "train_accuracy": tr["accuracy"],
-        "val_loss": va["loss"],
-        "val_accuracy": va["accuracy"],
-        "val_metric": va["metric"],
-        "seconds": tr["seconds"],
-        "params_added": m.seed_param_count(),
-        "compute": self.compute,
-        "action": None if action is None else action.op.name,
-        "action_slot": None if action is None else action.slot,
-        "action_success": result.success,
-        "action_reason": result.reason,
-        "rollback": rollback,
-        "stages": {s: m.slot(s).stage.name for s in m.slot_ids},
-        "done": self.done,
-    }
+    rec = epoch_record(self.epoch, tr, va, m, self.compute, action, result, rollback, self.done)
     self.history.append(rec)
     if self.done:
         self.evaluate_test()
-    self._emit(
-        TelemetryEventType.EPOCH_COMPLETED,
-        {k: v for k, v in rec.items() if k not in ("rollback", "stages")}
-        | {f"stage_{s}": v for s, v in rec["stages"].items()},
-        self.epoch,
-    )
+    self._emit(TelemetryEventType.EPOCH_COMPLETED, epoch_event(rec), self.epoch)
     return self.observation()
 
 
@@ -394,28 +337,10 @@ def record_batches(
 @patch
 def result(self: Episode) -> EpisodeResult:
     "Summary of the episode so far: test accuracy (scored now if the episode was cut short) beside validation's."
-    m, log = self.model, self.model.lifecycle_log
-    accs = [r["val_accuracy"] for r in self.history]
-    count = lambda to: sum(r["to"] == to for r in log)
-    return EpisodeResult(
-        self.evaluate_test()["accuracy"],
-        accs[-1],
-        max(accs),
-        accs[0],
-        m.seed_param_count(),
-        sum(p.numel() for p in m.get_host_parameters()),
-        sum(r["from"] == "DORMANT" for r in log),
-        count("FOSSILIZED"),
-        count("PRUNED"),
-        self.governor.rollbacks if self.governor else 0,
-        self.epoch,
-        time.perf_counter() - self.t0,
-        list(self.history),
-        list(log),
-        grown=grown_seeds(m),
-        compute=self.compute,
-        final_metric=self.evaluate_test()["metric"],
-        metric=self.metric.name,
+    rollbacks, seconds = self.governor.rollbacks if self.governor else 0, time.perf_counter() - self.t0
+    test = self.evaluate_test()
+    return episode_result(
+        self.model, self.history, test, rollbacks, self.epoch, seconds, self.compute, self.metric.name
     )
 
 # %% ../../nbs/tamiyo/02_episode.ipynb #58196869

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 import esper.simic.trainers.vectorized as V
-from esper.tamiyo.episode import Episode, EpisodeConfig
+from esper.tamiyo import Episode, GrowthProblem
 
 SPENT = collections.defaultdict(float)   # seconds per Episode object
 LEARNER = collections.defaultdict(list)  # seconds per call of the learner's steps
@@ -53,8 +53,8 @@ def main():
     V.run_epoch_lockstep = epoch
     timed(V, "run_ppo_update", lambda args, s: LEARNER["update"].append(s))
     timed(V.PPORollout, "decide", lambda args, s: LEARNER["decide"].append(s))
-    V.train_ppo_vectorized(n_episodes=2 * a.envs, n_envs=a.envs, max_epochs=a.max_epochs, workers=0,
-                           episode_config=EpisodeConfig(max_batches=a.max_batches), seed=0)
+    problem = GrowthProblem("mnist1d", max_epochs=a.max_epochs, max_batches=a.max_batches)
+    V.train_ppo_vectorized(n_episodes=2 * a.envs, n_envs=a.envs, problem=problem, workers=0, seed=0)
     m = np.array(per_epoch[-a.max_epochs:]).T          # env x epoch, the second batch
     episode = m.sum(1)
     print(f"{a.envs} envs, {a.max_epochs} epochs x {a.max_batches} batches, second batch of a run (seed 0)")

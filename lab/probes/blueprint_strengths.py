@@ -32,7 +32,7 @@ from esper.kasmina.model import _blueprint_cost
 from esper.leyline import BLUEPRINTS
 from esper.leyline.files import write_json_atomic
 from esper.tamiyo.baselines import ScheduleTamiyo, StaticTamiyo
-from esper.tamiyo.episode import EpisodeConfig, run_episode
+from esper.tamiyo import EpisodeConfig, GrowthProblem, run_episode
 from esper.tasks import Task, TaskConfig, tensor_loader
 from esper.tasks.hosts import ConvHost
 from esper.cli.runs import stoppable_pool, stops_in_one_line
@@ -114,9 +114,9 @@ def play(job: tuple) -> dict:
     else:
         rule, alias = install(plan)
         controller = ScheduleTamiyo.from_name(rule)
-    config = EpisodeConfig(max_epochs=epochs, max_batches=batches, lr_schedule="cosine", param_budget=budget)
+    problem = GrowthProblem.of_task(task, max_epochs=epochs, max_batches=batches, param_budget=budget)
     t0 = time.perf_counter()
-    r = run_episode(task, controller, config, seed=seed)
+    r = run_episode(task, controller, EpisodeConfig(lr_schedule="cosine"), seed=seed, problem=problem)
     grown = r.grown
     for name, proxy in alias.items():
         grown = grown.replace(f"{proxy}@", f"{name}@")

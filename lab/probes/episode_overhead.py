@@ -33,7 +33,7 @@ import torch
 from esper.cli import OneLineParser, positive_int
 from esper.leyline.files import json_text, relative_paths, write_text_atomic
 from esper.leyline.lifecycle import TRAINABLE_SEED_STAGES
-from esper.tamiyo.episode import Episode, EpisodeConfig, run_episode
+from esper.tamiyo import Episode, EpisodeConfig, GrowthProblem, run_episode
 from esper.tamiyo.plans import Plan, PlanTamiyo
 from esper.tamiyo.suites import MENU  # the suites' blueprint menu: the plans' blueprints
 from esper.tasks import get_task
@@ -51,11 +51,11 @@ def planted_epochs(history: list[dict]) -> dict[str, int]:
 
 
 def bare_sgd(
-    task, cfg: EpisodeConfig, plan: Plan, planted: dict[str, int], seed: int, grown: bool = True
+    task, cfg: EpisodeConfig, problem: GrowthProblem, plan: Plan, planted: dict[str, int], seed: int, grown: bool = True
 ) -> tuple[float, int]:
     """CPU seconds of plain SGD on the episode's model, each planned seed from its epoch on (none with grown=False),
     and the parameters it ended with."""
-    ep = Episode(task, cfg, actions=MENU)
+    ep = Episode(task, cfg, actions=MENU, problem=problem)
     ep.start(seed)  # the episode's model and initial weights, not trained
     model, lr = ep.model, cfg.host_lr
     bps = {g.slot: g.blueprint for g in plan.germinations}
@@ -89,21 +89,22 @@ def epoch_samples(task, max_batches: int | None) -> int:
 def measure(plans: list[str], repeats: int, max_epochs: int, max_batches: int, seed: int = 0) -> dict:
     "Per plan: CPU seconds of the episode, of bare SGD of the grown network and of the plain host, and the ratios."
     task = get_task("mnist1d")
-    cfg = EpisodeConfig(max_epochs=max_epochs, max_batches=max_batches)
+    cfg = EpisodeConfig()
+    problem = GrowthProblem.of_task(task, max_epochs=max_epochs, max_batches=max_batches, blueprints=MENU)
     samples = max_epochs * epoch_samples(task, max_batches)
     out = {}
     for text in plans:
         plan = Plan.parse(text)
         # a warm-up, and the epochs the seeds came in
-        res = run_episode(task, PlanTamiyo(plan), cfg, seed=seed, actions=MENU)
+        res = run_episode(task, PlanTamiyo(plan), cfg, seed=seed, actions=MENU, problem=problem)
         planted = planted_epochs(res.history)
         times, params = {"episode": [], "grown": [], "plain": []}, {}
         for _ in range(repeats):
             t0 = time.process_time()
-            run_episode(task, PlanTamiyo(plan), cfg, seed=seed, actions=MENU)
+            run_episode(task, PlanTamiyo(plan), cfg, seed=seed, actions=MENU, problem=problem)
             times["episode"].append(time.process_time() - t0)
             for k in ("grown", "plain"):
-                sec, params[k] = bare_sgd(task, cfg, plan, planted, seed, grown=k == "grown")
+                sec, params[k] = bare_sgd(task, cfg, problem, plan, planted, seed, grown=k == "grown")
                 times[k].append(sec)
         med = {k: statistics.median(v) for k, v in times.items()}
         out[text] = {"grown": res.grown, "planted_epochs": planted, "params": params, "cpu_seconds": times,

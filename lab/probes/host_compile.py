@@ -41,7 +41,7 @@ from torch import nn
 
 from esper.leyline.files import json_text, relative_paths, write_text_atomic
 from esper.tamiyo import episode as episode_module
-from esper.tamiyo.episode import Episode, EpisodeConfig, run_episode
+from esper.tamiyo import Episode, EpisodeConfig, GrowthProblem, run_episode
 from esper.tamiyo.plans import Plan, PlanTamiyo
 from esper.tamiyo.suites import MENU  # the suites' blueprint menu: the plans' blueprints
 from esper.tasks import get_task
@@ -79,11 +79,11 @@ def graphs() -> int:
 
 
 def bare_steps(
-    task, cfg: EpisodeConfig, batches: list, step, epochs: int = 1, seed: int = 0
+    task, cfg: EpisodeConfig, problem: GrowthProblem, batches: list, step, epochs: int = 1, seed: int = 0
 ) -> tuple[float, nn.Module]:
     """CPU seconds of `epochs` passes over `batches` of forward, loss and backward of the plain host (`step`), SGD
     between, from the episode's initial weights; the model."""
-    ep = Episode(task, cfg, actions=MENU)
+    ep = Episode(task, cfg, actions=MENU, problem=problem)
     ep.start(seed)
     model = ep.model
     opt = make_sgd(model.parameters(), cfg.host_lr, cfg.momentum)
@@ -97,25 +97,27 @@ def bare_steps(
     return time.process_time() - t0, model
 
 
-def measure_bare(task, cfg: EpisodeConfig, compiled, repeats: int) -> dict:
+def measure_bare(task, cfg: EpisodeConfig, problem: GrowthProblem, compiled, repeats: int) -> dict:
     "The plain host's bare step, eager against compiled: compile seconds, CPU seconds per step, weights' drift."
-    n = Episode(task, cfg).problem.max_batches  # the episodes' batches per epoch
+    n = problem.max_batches  # the episodes' batches per epoch
     batches = [b for i, b in enumerate(task.train_loader) if i < n]  # one epoch's, in one order
     t0 = time.perf_counter()
-    _, m_compiled = bare_steps(task, cfg, batches, compiled)  # compiles
+    _, m_compiled = bare_steps(task, cfg, problem, batches, compiled)  # compiles
     first = time.perf_counter() - t0
-    _, m_eager = bare_steps(task, cfg, batches, forward_loss)
+    _, m_eager = bare_steps(task, cfg, problem, batches, forward_loss)
     drift = max((a - b).abs().max().item() for a, b in zip(m_eager.parameters(), m_compiled.parameters()))
     times = {"eager": [], "compiled": []}
     for _ in range(repeats):
         for k, f in (("eager", forward_loss), ("compiled", compiled)):
-            times[k].append(bare_steps(task, cfg, batches, f, epochs=3)[0] / (3 * n))
+            times[k].append(bare_steps(task, cfg, problem, batches, f, epochs=3)[0] / (3 * n))
     med = {k: statistics.median(v) for k, v in times.items()}
     return {"first_epoch_wall_seconds": first, "cpu_seconds_per_step": times, "median": med,
             "eager_over_compiled": med["eager"] / med["compiled"], "max_weight_difference_after_one_epoch": drift}
 
 
-def measure_episodes(cfg: EpisodeConfig, compiled, plans: list[str], repeats: int, seed: int = 0) -> dict:
+def measure_episodes(
+    cfg: EpisodeConfig, problem: GrowthProblem, compiled, plans: list[str], repeats: int, seed: int = 0
+) -> dict:
     "Per plan: its first compiled episode, steady eager and compiled episodes (CPU seconds), graphs, accuracies."
     patched = mock.patch.object(episode_module, "train_step", compiled_train_step(compiled))
     out = {}
@@ -126,7 +128,7 @@ def measure_episodes(cfg: EpisodeConfig, compiled, plans: list[str], repeats: in
             task = get_task("mnist1d")
             with patched if compile else contextlib.nullcontext():
                 t0, w0 = time.process_time(), time.perf_counter()
-                res = run_episode(task, PlanTamiyo(plan), cfg, seed=seed, actions=MENU)
+                res = run_episode(task, PlanTamiyo(plan), cfg, seed=seed, actions=MENU, problem=problem)
                 return time.process_time() - t0, time.perf_counter() - w0, res
 
         g0 = graphs()
@@ -167,11 +169,12 @@ def measure_and_report(ap, args, argv, cache: str) -> None:
     "Both measurements, the tables, and --out; `cache` says which Inductor cache was used."
     torch.set_num_threads(1)
     task = get_task("mnist1d")
-    cfg = EpisodeConfig(max_epochs=args.max_epochs, max_batches=args.max_batches)
+    cfg = EpisodeConfig()
+    problem = GrowthProblem("mnist1d", max_epochs=args.max_epochs, max_batches=args.max_batches, blueprints=MENU)
     compiled = torch.compile(forward_loss)
     try:
-        bare = measure_bare(task, cfg, compiled, args.repeats)
-        episodes = measure_episodes(cfg, compiled, args.plans, args.repeats)
+        bare = measure_bare(task, cfg, problem, compiled, args.repeats)
+        episodes = measure_episodes(cfg, problem, compiled, args.plans, args.repeats)
     except ValueError as e:  # a plan the host cannot play (a slot it does not have)
         ap.error(f"--plans: {e}")
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s); mnist1d episodes of {args.max_epochs} "

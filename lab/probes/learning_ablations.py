@@ -80,19 +80,19 @@ def run_one(variant: str, seed: int, episodes: int, out: str, env_workers: int=0
     from esper.simic.envs.env import PPOController
     from esper.simic.envs.rewards import RewardConfig
     from esper.simic.trainers.vectorized import train_ppo_vectorized
-    from esper.tamiyo.episode import EpisodeConfig, run_episode
+    from esper.tamiyo import GrowthProblem, run_episode
     from esper.tasks import get_task
-    cfg = EpisodeConfig(max_epochs=15, max_batches=30)
+    problem = GrowthProblem("mnist1d", max_epochs=15, max_batches=30)
     t0 = time.perf_counter()
-    agent, hist = train_ppo_vectorized(n_episodes=episodes, n_envs=8, max_epochs=15, seed=seed,
+    agent, hist = train_ppo_vectorized(n_episodes=episodes, n_envs=8, problem=problem, seed=seed,
                                        factored=variant == "factored", entropy_coef_start=0.05,
-                                       entropy_coef_end=0.01, entropy_anneal_episodes=episodes * 3 // 4, episode_config=cfg,
+                                       entropy_coef_end=0.01, entropy_anneal_episodes=episodes * 3 // 4,
                                        reward_config=RewardConfig(rent_weight=RENT[variant]) if variant in RENT else None,
                                        workers=env_workers)
     train_s = time.perf_counter() - t0
     rows = []
     for s in TUNING_SEEDS:
-        r = run_episode(get_task("mnist1d", seed=s), PPOController(agent), cfg, seed=s)
+        r = run_episode(get_task("mnist1d", seed=s), PPOController(agent), seed=s, problem=problem)
         rows.append({"seed": s, "acc": r.final_accuracy, "params": r.params_added, "germ": r.seeds_germinated,
                      "foss": r.seeds_fossilized, "pruned": r.seeds_pruned})
     res = {"variant": variant, "seed": seed, "preset": "short", "train_s": train_s, "eval": rows,

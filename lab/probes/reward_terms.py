@@ -45,7 +45,7 @@ from esper.leyline import DEFAULT_GAMMA
 from esper.simic.envs.env import act, load_ppo_controller, step_reward
 from esper.simic.envs.rewards import RewardConfig
 from esper.tamiyo.baselines import ScheduleTamiyo
-from esper.tamiyo.episode import Episode, EpisodeConfig
+from esper.tamiyo import Episode, EpisodeConfig, GrowthProblem
 from esper.tasks import get_task
 from esper.cli.runs import stoppable_pool, stops_in_one_line
 
@@ -53,11 +53,12 @@ DEFAULT_RULES = ("concurrent:conv_heavy+conv_small", "concurrent:conv_heavy+dept
 TERMS = ("accuracy", "contribution", "rent", "terminal", "total")
 #: The discounted parts at unit weight: the terminal term's accuracy and its unkept charge apart.
 PARTS = ("accuracy", "contribution", "rent", "terminal", "unkept")
-EPISODE_KEYS = ("max_epochs", "max_batches", "lr_schedule", "param_budget")  # a preset's episode, as EpisodeConfig's
+#: A preset's episode: the problem's length, batches and budget, and how it trains (its lr schedule).
+EPISODE_KEYS = ("max_epochs", "max_batches", "lr_schedule", "param_budget")
 
 
 def preset_settings(preset: str) -> tuple[dict, float]:
-    "The episode settings a learning-benchmark preset plays (EpisodeConfig's keywords) and the rent weight it pays."
+    "The episode settings a learning-benchmark preset plays (`EPISODE_KEYS`) and the rent weight it pays."
     settings = bl.PRESETS[preset]
     rent = RewardConfig().rent_weight if settings["rent_weight"] is None else settings["rent_weight"]
     return {k: settings[k] for k in EPISODE_KEYS}, rent
@@ -73,13 +74,15 @@ def play(rule: str, seeds: list[int], rent_weight: float, critics: tuple[str, ..
     "Play `rule` on every seed, summing each reward term over the run (and the critics' values); a worker's job."
     torch.set_num_threads(1)
     agents = [load_ppo_controller(path).agent for path in critics]
-    config = EpisodeConfig(**(episode or FULL_EPISODE))
+    problem_settings = dict(episode or FULL_EPISODE)  # the lr schedule is how it trains, the rest the problem
+    config = EpisodeConfig(lr_schedule=problem_settings.pop("lr_schedule"))
     reward = RewardConfig(rent_weight=rent_weight, contribution_weight=contribution_weight)
     t0, per_seed = time.perf_counter(), []
     for s in seeds:
         controller = ScheduleTamiyo.from_name(rule)
         controller.reset()
-        ep = Episode(get_task("mnist1d", seed=s), config)
+        task = get_task("mnist1d", seed=s)
+        ep = Episode(task, config, problem=GrowthProblem.of_task(task, **problem_settings))
         obs, sums, parts, discount = ep.reset(s), dict.fromkeys(TERMS, 0.0), dict.fromkeys(PARTS, 0.0), 1.0
         moves, values, rewards = [], [], []
         while not ep.done:
