@@ -26,9 +26,14 @@ PPO_FLAGS ?= --vectorized --n-envs 8 --device auto --features run-data --seed 0 
 	--episodes-per-task-seed 4 --group-baseline --lr 1e-3 \
 	--entropy-coef-start 0.3 --entropy-coef-end 0.01 --entropy-anneal-episodes $(shell expr $(PPO_EPISODES) \* 3 / 4) \
 	--gae-lambda 0.8 --germinate-gae-lambda 1 --lr-end 0 --lr-anneal-episodes $(PPO_EPISODES)
-# The rivals: the static host, a random controller, the heuristic, and a fixed rule, the best single plan of the
-# held-out suite's headroom report (conv_small in block 1 and global_mix in block 2, planted at the first chances).
-COMPARE_FLAGS ?= --controllers static random heuristic fixed ppo --fixed-rule conv_small global_mix --fixed-concurrent
+# The rivals: the static host, a random controller, the heuristic, a fixed rule, the best single plan of the
+# held-out suite's headroom report (conv_small in block 1 and global_mix in block 2, planted at the first chances),
+# and the per-instance selector: the best plan of the nearest small-train problem that fits whole, fitted on
+# small-train's plan search (320 episodes; nbs/results/make_run/selector/ has the command) and committed, as the
+# policy is not.
+SELECTOR ?= nbs/results/make_run/selector/selector.json
+COMPARE_FLAGS ?= --controllers static random heuristic fixed ppo selector:$(SELECTOR) --fixed-rule conv_small global_mix \
+	--fixed-concurrent
 EVAL_SEEDS ?= 2000 2001 2002
 
 .PHONY: install run bench-learning bench-learning-full bench-suite test check-export nbdev-test pytest test-slow lab docs docs-check readme export

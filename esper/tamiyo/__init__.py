@@ -24,6 +24,7 @@ from .loop import GrowthLoop
 from .baselines import StaticTamiyo, RandomTamiyo
 from .features import obs_to_base_features, obs_to_base_features_tensor, compute_action_mask
 import esper.tamiyo.suites  # noqa: F401  (registers the train, tune and heldout suites in `SUITES`)
+import esper.tamiyo.selector  # noqa: F401  (registers the `selector:<file>` controller)
 
 _all_ = [
     "TrainingSignals",
