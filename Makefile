@@ -30,10 +30,11 @@ PPO_FLAGS ?= --vectorized --n-envs 8 --device auto --features run-data --seed 0 
 # held-out suite's headroom report (conv_small in block 1 and global_mix in block 2, planted at the first chances),
 # and the per-instance selector: the best plan of the nearest small-train problem that fits whole, fitted on
 # small-train's plan search (320 episodes; nbs/results/make_run/selector/ has the command) and committed, as the
-# policy is not.
-SELECTOR ?= nbs/results/make_run/selector/selector.json
-COMPARE_FLAGS ?= --controllers static random heuristic fixed ppo selector:$(SELECTOR) --fixed-rule conv_small global_mix \
-	--fixed-concurrent
+# policy is not. It is played only when the policy trains on small-train; for another TRAIN_SUITE, fit one on that
+# suite's plan search (bench/suite_headroom.py --selector FILE) and pass SELECTOR=FILE.
+SELECTOR ?= $(if $(filter small-train,$(TRAIN_SUITE)),nbs/results/make_run/selector/selector.json)
+COMPARE_FLAGS ?= --controllers static random heuristic fixed ppo $(if $(SELECTOR),selector:$(SELECTOR)) \
+	--fixed-rule conv_small global_mix --fixed-concurrent
 EVAL_SEEDS ?= 2000 2001 2002
 
 .PHONY: install run bench-learning bench-learning-full bench-suite test check-export nbdev-test pytest test-slow lab docs docs-check readme export
