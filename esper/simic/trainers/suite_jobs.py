@@ -25,9 +25,9 @@ from ..envs.env import load_ppo_controller
 from .learning_jobs import reward_config, train_job
 from ...tamiyo import suite_report as sb
 from ...tamiyo.learning_report import seed_summary
-from ...tamiyo.plan_search import Play, PlayCache, as_played, plan_controllers, run_plays, search
+from ...tamiyo.plan_search import Play, PlayCache, as_played, fresh_model, plan_controllers, run_plays, search
 from ...tamiyo.problems import get_suite
-from ...tamiyo.selector import Selector
+from ...tamiyo.selector import Selector, problem_features
 
 # %% ../../../nbs/simic/trainers/31_suite_jobs.ipynb #2c2f1e77
 class InProcess:
@@ -344,12 +344,13 @@ def selector_plans(
     searched = [Play(p, c, s) for p in train.problems for c in plan_controllers(p) for s in tune]
     rows = run_plays(searched, cache, args.workers, on_row=progress_row(progress), pool=plays)
     selector = Selector("whole").fit(rows, train.problems, tune, tune[0])
-    plans = {p.name: f"plan:{selector.choose(p, tune[0])}" for p in suite.problems}
+    features = {p.name: problem_features(p, tune[0]) for p in suite.problems}  # a first epoch of each problem
     return {
-        "plans": plans,
+        "plans": {p.name: f"plan:{selector.plan_for(features[p.name], fresh_model(p))}" for p in suite.problems},
+        "nearest": {name: selector.nearest(f) for name, f in features.items()},  # (train problem, distance)
         "train_suite": train.name,
         "plan_search_episodes": len(searched),
-        "searched": [Play(p, c, s).key for p in train.problems for c in plan_controllers(p) for s in tune],
+        "searched": [play.key for play in searched],
     }
 
 # %% ../../../nbs/simic/trainers/31_suite_jobs.ipynb #f6d698b5
