@@ -24,6 +24,7 @@ from esper.leyline import (
     IllegalTransitionError,
     DEFAULT_BLEND_EPOCHS,
     DEFAULT_EMBARGO_EPOCHS,
+    STILL_GRADIENT_NORM,
 )
 from .blueprints import BLUEPRINT_REGISTRY, LAYOUTS, get_blueprint
 from .menus import check_blueprint_menu, default_menu
@@ -328,10 +329,13 @@ def gate_open(self: MorphogeneticModel, slot: str) -> bool:
 
 @patch
 def in_probation(self: MorphogeneticModel, slot: str) -> bool:
-    "Whether the seed in `slot` is too young to judge: TRAINING for fewer than `min_training_epochs`, or BLENDING."
+    """Whether the seed in `slot` is too young to judge: TRAINING for fewer than `min_training_epochs`, or BLENDING. A
+    seed that trained an epoch without any gradient is judged at once: waiting cannot change what it learns."""
     s = self.slot(slot)
     if s.stage == SeedStage.TRAINING:
-        return s.state.metrics.epochs_in_current_stage < self.gates.min_training_epochs
+        m, t = s.state.metrics, s.state.telemetry
+        still = m.epochs_in_current_stage >= 1 and t.epoch > 0 and t.gradient_norm <= STILL_GRADIENT_NORM
+        return m.epochs_in_current_stage < self.gates.min_training_epochs and not still
     return s.stage == SeedStage.BLENDING and not self.gate_open(slot)
 
 

@@ -7,12 +7,12 @@ __all__ = ['DEFAULT_GAMMA', 'DEFAULT_GAE_LAMBDA', 'DEFAULT_CLIP_RATIO', 'DEFAULT
            'DEFAULT_ENTROPY_COEF_MIN', 'DEFAULT_VALUE_COEF', 'DEFAULT_MAX_GRAD_NORM', 'DEFAULT_N_PPO_EPOCHS',
            'DEFAULT_BATCH_SIZE', 'DEFAULT_TARGET_KL', 'DEFAULT_HIDDEN_DIM', 'DEFAULT_LSTM_HIDDEN_DIM',
            'DEFAULT_BLEND_EPOCHS', 'DEFAULT_MIN_TRAINING_EPOCHS', 'DEFAULT_MIN_HOLDING_EPOCHS',
-           'DEFAULT_EMBARGO_EPOCHS', 'SIGNAL_FEATURE_DIM', 'BASE_FEATURE_DIM', 'SeedStage', 'VALID_TRANSITIONS',
-           'LIVE_STAGES', 'TRAINABLE_SEED_STAGES', 'BLOCKED_STAGES', 'TERMINAL_STAGES', 'IllegalTransitionError',
-           'is_valid_transition', 'check_transition', 'is_live', 'transition_table', 'LifecycleOp', 'BLUEPRINTS',
-           'BlendAlgorithm', 'HEAD_NAMES', 'FlatAction', 'flat_to_op', 'op_to_flat', 'N_FLAT_ACTIONS',
-           'factored_head_sizes', 'ActionSpace', 'DEFAULT_ACTION_SPACE', 'flat_germinations', 'SEED_TELEMETRY_DIM',
-           'SeedTelemetry', 'TelemetryEventType', 'LIFECYCLE_EVENTS', 'TelemetryEvent']
+           'DEFAULT_EMBARGO_EPOCHS', 'STILL_GRADIENT_NORM', 'SIGNAL_FEATURE_DIM', 'BASE_FEATURE_DIM', 'SeedStage',
+           'VALID_TRANSITIONS', 'LIVE_STAGES', 'TRAINABLE_SEED_STAGES', 'BLOCKED_STAGES', 'TERMINAL_STAGES',
+           'IllegalTransitionError', 'is_valid_transition', 'check_transition', 'is_live', 'transition_table',
+           'LifecycleOp', 'BLUEPRINTS', 'BlendAlgorithm', 'HEAD_NAMES', 'FlatAction', 'flat_to_op', 'op_to_flat',
+           'N_FLAT_ACTIONS', 'factored_head_sizes', 'ActionSpace', 'DEFAULT_ACTION_SPACE', 'flat_germinations',
+           'SEED_TELEMETRY_DIM', 'SeedTelemetry', 'TelemetryEventType', 'LIFECYCLE_EVENTS', 'TelemetryEvent']
 
 # %% ../../nbs/leyline/03_leyline.ipynb #5342cfa0
 from esper.leyline.lifecycle import (
@@ -70,6 +70,7 @@ DEFAULT_BLEND_EPOCHS: int = 5  # epochs for alpha to ramp 0 -> 1
 DEFAULT_MIN_TRAINING_EPOCHS: int = 3  # epochs in TRAINING before a seed may blend
 DEFAULT_MIN_HOLDING_EPOCHS: int = 1  # epochs in HOLDING before a seed may fossilize
 DEFAULT_EMBARGO_EPOCHS: int = 3  # epochs a pruned slot stays unusable
+STILL_GRADIENT_NORM: float = 1e-9  # a seed whose epoch-mean gradient norm is at most this is not learning at all
 SIGNAL_FEATURE_DIM: int = 30  # base observation features before the blueprint one-hot (obs_to_base_features)
 BASE_FEATURE_DIM: int = SIGNAL_FEATURE_DIM + len(BLUEPRINTS)  # the whole base observation, default menu: 35
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
-from ..leyline import BLUEPRINTS, LifecycleOp, SeedStage
+from ..leyline import BLUEPRINTS, STILL_GRADIENT_NORM, LifecycleOp, SeedStage
 from .features import ops_allowed
 from .signals import TamiyoAction
 
@@ -216,7 +216,7 @@ class ReplantTamiyo:
         plan: Plan | str,  # the plan, or its written form
         fallback: str,  # the blueprint planted in a pruned seed's slot
         after: int = 1,  # epochs in TRAINING before a seed is judged
-        still: float = 1e-9,  # a seed whose gradient norm (epoch mean) is at most this is not learning
+        still: float = STILL_GRADIENT_NORM,  # a seed whose gradient norm (epoch mean) is at most this is not learning
     ):
         if not fallback or "~" in fallback or "@" in fallback:
             raise ValueError(f"replant: fallback must be a blueprint name (got {fallback!r})")
