@@ -63,7 +63,8 @@ def episode_job(name: str, seed: int, a: dict[str, Any]) -> dict[str, Any]:
     "One episode of a rival on one problem: its curve (compute in host epochs, validation bits) and test bits."
     torch.set_num_threads(1)
     task = task_of(a, seed)
-    problem = GrowthProblem.of_task(task, max_epochs=4 * a["budget"], compute_budget=float(a["budget"]))
+    problem = GrowthProblem.of_task(task, max_epochs=4 * a["budget"], compute_budget=float(a["budget"]),
+                                    blueprints=a.get("menu"))  # a menu of its own: lab/probes/gpt_levers.py
     cfg = EpisodeConfig(optimizer="adamw", host_lr=a["lr"], seed_lr=a["seed_lr"], lr_schedule="constant")
     r = run_episode(task, controller_of(name), cfg, seed=seed, problem=problem)
     return {"kind": "episode", "rival": name, "seed": seed, "test_bits": r.final_metric, "grown": r.grown,

@@ -42,6 +42,7 @@ class SeedModule(nn.Module):
     blueprint: str = ""  # the registry name: a lowercase identifier
     layouts: tuple[str, ...] = ("conv1d", "conv2d")  # the layouts (keys of `LAYOUTS`) it can be built for
     needs_size: bool = False  # True: built as `cls(channels, dims, size)`, `size` the injection point's (L,) or (H, W)
+    opt_in: bool = False  # True: never on a default menu; a run that wants it names it
 
     def __init__(self, channels: int, dims: int):
         super().__init__()
@@ -53,6 +54,13 @@ class SeedModule(nn.Module):
     def param_count(self) -> int:
         "Number of trainable parameters of this seed."
         return sum(p.numel() for p in self.parameters() if p.requires_grad)
+
+    def on_germinate(
+        self,
+        source: nn.Module,  # the host module whose output the slot corrects (the block before the slot)
+        slot: str,  # the slot's name, for messages
+    ) -> None:
+        "Called once when the seed is planted, before it runs: most seeds need nothing; a seed may read `source`."
 
 # %% ../../nbs/kasmina/00_blueprints.ipynb #875ae552
 @dataclass(frozen=True)

@@ -41,9 +41,10 @@ def check_blueprint_menu(
 def default_menu(
     layouts: Sequence[str],  # the layouts of a model's slots
 ) -> tuple[str, ...]:
-    "Per layout, in order: those of Leyline's `BLUEPRINTS` it has, or every blueprint it has if none; once each."
+    "Per layout, in order: those of Leyline's `BLUEPRINTS` it has, or every one it has that is not opt-in; once each."
     menu = []
     for f in layouts:
         built = BLUEPRINT_REGISTRY[f]
-        menu += [b for b in BLUEPRINTS if b in built] or list(built)
+        offered = [b for b, spec in built.items() if not getattr(spec.factory, "opt_in", False)]  # opt-in: named
+        menu += [b for b in BLUEPRINTS if b in built] or offered
     return tuple(dict.fromkeys(menu))

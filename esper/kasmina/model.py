@@ -248,6 +248,7 @@ def germinate(
             )
     device = next(self.host.parameters()).device
     seed = spec.build(s.channels, self.slot_sizes[s.slot_id]).to(device)
+    seed.on_germinate(self.host.get_submodule(s.slot_id), s.slot_id)  # e.g. a seed that copies the block before it
     state = SeedState(f"{slot}-{spec.name}-{next(_seed_counter)}", spec.name, slot)
     state.metrics.germinated_epoch = self.epoch
     acc = self._last_accuracy if accuracy is None else float(accuracy)

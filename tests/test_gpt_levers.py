@@ -1,0 +1,73 @@
+"""lab/probes/gpt_levers.py on a corpus the test writes: the three levers on one toy problem (one block planted,
+the shared twin, the table), the copy the G_stack lever starts from, and the refusals in one line."""
+import importlib.util
+import json
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def _probe():
+    probes = Path(__file__).resolve().parents[1] / "lab" / "probes"
+    if str(probes) not in sys.path:
+        sys.path.insert(0, str(probes))
+    spec = importlib.util.spec_from_file_location("gpt_levers", probes / "gpt_levers.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpt_levers"] = module  # its jobs are pickled by name for the worker processes
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def corpus(tmp_path, monkeypatch):
+    from esper.tasks import write_corpus
+
+    rng = random.Random(0)
+    words = "to be or not that is the question whether tis nobler in the mind to suffer".split()
+    write_corpus({f"work{i}": " ".join(rng.choice(words) for _ in range(300)) + "\n" for i in range(6)}, tmp_path)
+    monkeypatch.setenv("ESPER_DATA_DIR", str(tmp_path))
+    return tmp_path
+
+
+TOY = ["--budget", "3", "--epoch", "1", "--context", "16", "--train-chars", "512", "--eval-chars", "256",
+       "--eval-seeds", "1000"]
+
+
+def test_the_levers_at_toy_size(corpus, tmp_path, capsys):
+    p = _probe()
+    out = tmp_path / "r" / "levers.json"
+    assert p.main(TOY + ["--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["settings"]["epoch"] == 1 and r["settings"]["data_dir"] is None and "git_commit" in r
+    eps = {x["rival"]: x for x in r["runs"] if x["kind"] == "episode"}
+    assert set(eps) == {"static", "zero-init", "zero-init, 3x seed lr", "G_stack copy"}
+    assert eps["G_stack copy"]["grown"].startswith("stacked_block@block1")
+    assert eps["zero-init"]["grown"].startswith("transformer_block@block1")
+    assert eps["zero-init, 3x seed lr"]["seed_lr"] == pytest.approx(3 * eps["zero-init"]["seed_lr"])
+    assert [x["grown"] for x in r["runs"] if x["kind"] == "twin"] == ["transformer_block@block1"]  # one, shared
+    same = [eps[k]["curve"][0] for k in ("static", "zero-init", "G_stack copy")]
+    assert same[0] == same[1] == same[2]  # the first epoch is the bare host's in every run
+    assert eps["G_stack copy"]["curve"] != eps["zero-init"]["curve"]  # the copy changes what is learned
+    table = out.with_suffix(".md").read_text()
+    assert "| G_stack copy |" in table and "The twin's test bits" in table
+    for lever in ("zero-init", "G_stack copy"):
+        assert set(r["summary"][lever]["per_seed"][0]) >= {"saving", "test_bits", "val_bits", "twin_test_bits"}
+    with pytest.raises(SystemExit):  # an earlier run is never replaced by accident
+        p.main(TOY + ["--out", str(out)])
+    assert "holds an earlier run's results" in capsys.readouterr().err
+
+
+def test_the_refusals(corpus, tmp_path, capsys):
+    p = _probe()
+    for flags, said in (
+        (["--eval-seeds", "3"], "--eval-seeds must be held-out seeds"),
+        (["--epoch", "3"], "--epoch must be below --budget"),
+        (["--slot", "embed"], "--slot must be a slot after a transformer block: block1"),
+        (["--seed-lr-factor", "400"], "--seed-lr-factor must be in (0, 1)"),
+    ):
+        with pytest.raises(SystemExit):
+            p.main(TOY + flags + ["--out", str(tmp_path / "x.json")])
+        assert said in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()
