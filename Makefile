@@ -37,7 +37,7 @@ COMPARE_FLAGS ?= --controllers static random heuristic fixed ppo $(if $(SELECTOR
 	--fixed-rule conv_small global_mix --fixed-concurrent
 EVAL_SEEDS ?= 2000 2001 2002
 
-.PHONY: install run bench-learning bench-learning-full bench-suite test check-export nbdev-test pytest test-slow lab docs docs-check readme export
+.PHONY: install run bench-learning bench-learning-full bench-suite bench-duds test check-export nbdev-test pytest test-slow lab docs docs-check readme export
 
 $(STAMP): setup.py settings.ini .ci/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -80,6 +80,25 @@ bench-suite: $(STAMP) sb3-installed
 		--features run-data --n-envs 8 --episodes-per-task-seed 4 --group-baseline --lr 1e-3 --episodes 2880 \
 		--entropy-anneal-episodes 2160 --run-seeds 0 1 2 3 4 --tune-seeds 1000 1001 \
 		--test-seeds 4000 4001 4002 4003 4004 --eval-every 320 --out runs/bench_suite $(BENCH_SUITE_FLAGS)
+
+# Issue 75's judgement where reading the run pays: five policies trained on duds-train (in half the episodes, drawn
+# from the task seed, every global_mix seed is a dud that never learns), judged on the ten problems of duds-heldout x
+# ten test seeds beside the oracle, the rules, the per-instance selector and their own plans replayed blind; then
+# every arm split into failing and sound episodes beside the hindsight oracle and the tuned replant rule, with each
+# policy's prunes (lab/probes/duds_split.py). The settings are the trials' (nbs/results/duds_ppo_trials/): the
+# entropy bonus from 0.6 over all 960 episodes, the first 480 offering one blueprint at a time. About 40 minutes on
+# 2 cores (BENCH_DUDS_FLAGS=--workers 2); nbs/results/duds_ppo_mask/ holds the run.
+BENCH_DUDS_FLAGS ?=
+bench-duds: $(STAMP)
+	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --suite duds-heldout --train-suite duds-train \
+		--curve-suite duds-tune --features run-data --n-envs 8 --episodes-per-task-seed 4 --group-baseline --lr 1e-3 \
+		--episodes 960 --entropy-anneal-episodes 960 --entropy-coef-start 0.6 --blueprint-offer-episodes 480 \
+		--run-seeds 0 1 2 3 4 --tune-seeds 1004 1005 1006 1007 \
+		--test-seeds 2000 2001 2002 2003 2004 2005 2006 2007 2008 2009 --curve-seeds 1005 1006 --eval-every 160 \
+		--no-peer --out runs/bench_duds $(BENCH_DUDS_FLAGS)
+	OMP_NUM_THREADS=1 $(BIN)/python lab/probes/duds_split.py --results runs/bench_duds/results.json \
+		--duds nbs/results/duds/epochs1 --cache runs/bench_duds/plays.jsonl --out runs/bench_duds/split --lifecycles \
+		--overwrite
 
 # The same on whole runs (30-epoch episodes, every batch): much slower.
 bench-learning-full: $(STAMP)
