@@ -47,6 +47,8 @@ def analyse(res: dict, duds: Path, cache: PlayCache) -> dict:
     arms = {k: {} for k in ["ppo", *[f"ppo run {k}" for k in runs], "open-loop",
                             *[f"open-loop run {k}" for k in runs], "oracle", "best rule", "greedy", "heuristic",
                             "static", "random", "hindsight oracle", "tuned replant"]}
+    if all("selector_plan" in pr for pr in summ["problems"]):  # benchmarks since the selector joined them
+        arms["selector"] = {}
     fails = {}
     for pr in summ["problems"]:
         p = suite[pr["problem"]]
@@ -68,6 +70,8 @@ def analyse(res: dict, duds: Path, cache: PlayCache) -> dict:
             arms["best rule"][key] = acc[(p.name, pr["best_rule_plan"], s, None)]
             for a in ("greedy", "heuristic", "static", "random"):
                 arms[a][key] = acc[(p.name, a, s, None)]
+            if "selector" in arms:
+                arms["selector"][key] = acc[(p.name, pr["selector_plan"], s, None)]
     keys = list(arms["ppo"])
     sel = {"all": keys, "sound": [k for k in keys if not fails[k]], "fails": [k for k in keys if fails[k]]}
     means = {a: {w: statistics.fmean(v[k] for k in sel[w]) for w in KINDS} for a, v in arms.items()}
@@ -166,7 +170,8 @@ def merge(results: list[dict]) -> dict:
     for other in results[1:]:
         o, f = other["summary"], first["summary"]
         assert (o["suite"], o["test_seeds"]) == (f["suite"], f["test_seeds"]), "pool benchmarks of one suite and seeds"
-        assert [p["oracle_plan"] for p in o["problems"]] == [p["oracle_plan"] for p in f["problems"]]
+        for plan in ("oracle_plan", "selector_plan"):  # the same rivals, or the pooled rows would mix them
+            assert [p.get(plan) for p in o["problems"]] == [p.get(plan) for p in f["problems"]], plan
         f["run_seeds"] = f["run_seeds"] + o["run_seeds"]
         first["episodes"] = first["episodes"] + [r for r in other["episodes"] if r.get("run_seed") is not None]
         first["checkpoints"] |= other["checkpoints"]
