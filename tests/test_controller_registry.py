@@ -42,8 +42,8 @@ def throwaway():
 
 
 def test_one_vocabulary_for_every_caller():
-    assert controller_names()[:9] == ("static", "random", "heuristic", "greedy", "fixed", "plan:<plan>",
-                                      "reactive:<k>/<x>", "replant:<plan>~<fallback>", "ppo")
+    assert controller_names()[:10] == ("static", "random", "heuristic", "greedy", "fixed", "plan:<plan>",
+                                       "reactive:<k>/<x>", "replant:<plan>~<fallback>", "selector:<file>", "ppo")
     assert str(make_controller("plan:conv_heavy@block1/1").plan) == "conv_heavy@block1/1"
     with pytest.raises(ValueError, match="unknown controller 'oracle'; choose from static, random"):
         make_controller("oracle")
