@@ -87,7 +87,7 @@ bench-suite: $(STAMP) sb3-installed
 # every arm split into failing and sound episodes beside the hindsight oracle and the tuned replant rule, with each
 # policy's prunes (lab/probes/duds_split.py). The settings are the trials' (nbs/results/duds_ppo_trials/): the
 # entropy bonus from 0.6 over all 960 episodes, the first 480 offering one blueprint at a time. About 40 minutes on
-# 2 cores (BENCH_DUDS_FLAGS=--workers 2); nbs/results/duds_ppo_mask/ holds the run.
+# 2 quiet cores with BENCH_DUDS_FLAGS=--workers 2 (an estimate from nbs/results/duds_ppo_mask/, which holds the run).
 BENCH_DUDS_FLAGS ?=
 bench-duds: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --suite duds-heldout --train-suite duds-train \
