@@ -71,3 +71,17 @@ def start_bench():
         if p.poll() is None:
             p.kill()
             p.communicate()
+
+
+@pytest.fixture
+def text_corpus(tmp_path, monkeypatch):
+    "Six made-up works of about 300 words, written as the corpus cache and made the data folder (no download)."
+    import random
+
+    from esper.tasks import write_corpus
+
+    rng = random.Random(0)
+    words = "to be or not that is the question whether tis nobler in the mind to suffer".split()
+    write_corpus({f"work{i}": " ".join(rng.choice(words) for _ in range(300)) + "\n" for i in range(6)}, tmp_path)
+    monkeypatch.setenv("ESPER_DATA_DIR", str(tmp_path))
+    return tmp_path

@@ -2,7 +2,6 @@
 seeds, twins, the table with its targets, the JSON and the figure), --replot, --price, and its refusals in one line."""
 import importlib.util
 import json
-import random
 import sys
 from pathlib import Path
 
@@ -20,22 +19,11 @@ def _bench():
     return module
 
 
-@pytest.fixture
-def corpus(tmp_path, monkeypatch):
-    from esper.tasks import write_corpus
-
-    rng = random.Random(0)
-    words = "to be or not that is the question whether tis nobler in the mind to suffer".split()
-    write_corpus({f"work{i}": " ".join(rng.choice(words) for _ in range(300)) + "\n" for i in range(6)}, tmp_path)
-    monkeypatch.setenv("ESPER_DATA_DIR", str(tmp_path))
-    return tmp_path
-
-
 TOY = ["--budget", "2", "--context", "16", "--train-chars", "512", "--eval-chars", "256", "--blueprints", "mlp",
        "--tune-seeds", "0", "--eval-seeds", "1000", "--workers", "1"]
 
 
-def test_the_benchmark_at_toy_size(corpus, tmp_path, capsys):
+def test_the_benchmark_at_toy_size(text_corpus, tmp_path, capsys):
     b = _bench()
     out = tmp_path / "r" / "results.json"
     assert b.main(TOY + ["--out", str(out)]) == 0
@@ -57,7 +45,7 @@ def test_the_benchmark_at_toy_size(corpus, tmp_path, capsys):
     assert out.with_suffix(".md").read_text() == table
 
 
-def test_the_price_and_the_refusals(corpus, tmp_path, capsys):
+def test_the_price_and_the_refusals(text_corpus, tmp_path, capsys):
     b = _bench()
     out = tmp_path / "price.json"
     assert b.main(TOY + ["--price", "--price-epochs", "2", "--out", str(out)]) == 0

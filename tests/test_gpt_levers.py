@@ -2,7 +2,6 @@
 the shared twin, the table), the copy the G_stack lever starts from, and the refusals in one line."""
 import importlib.util
 import json
-import random
 import sys
 from pathlib import Path
 
@@ -20,22 +19,11 @@ def _probe():
     return module
 
 
-@pytest.fixture
-def corpus(tmp_path, monkeypatch):
-    from esper.tasks import write_corpus
-
-    rng = random.Random(0)
-    words = "to be or not that is the question whether tis nobler in the mind to suffer".split()
-    write_corpus({f"work{i}": " ".join(rng.choice(words) for _ in range(300)) + "\n" for i in range(6)}, tmp_path)
-    monkeypatch.setenv("ESPER_DATA_DIR", str(tmp_path))
-    return tmp_path
-
-
 TOY = ["--budget", "3", "--epoch", "1", "--context", "16", "--train-chars", "512", "--eval-chars", "256",
        "--eval-seeds", "1000"]
 
 
-def test_the_levers_at_toy_size(corpus, tmp_path, capsys):
+def test_the_levers_at_toy_size(text_corpus, tmp_path, capsys):
     p = _probe()
     out = tmp_path / "r" / "levers.json"
     assert p.main(TOY + ["--out", str(out)]) == 0
@@ -59,7 +47,7 @@ def test_the_levers_at_toy_size(corpus, tmp_path, capsys):
     assert "holds an earlier run's results" in capsys.readouterr().err
 
 
-def test_the_refusals(corpus, tmp_path, capsys):
+def test_the_refusals(text_corpus, tmp_path, capsys):
     p = _probe()
     for flags, said in (
         (["--eval-seeds", "3"], "--eval-seeds must be held-out seeds"),
