@@ -475,10 +475,14 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     }
     try:
         write_files_atomic(args.out, files, stale=SUITE_FILES)
+    except OSError as e:
+        print(f"bench_learning.py: error: {e} (the table above was not saved; {kept})")
+        return 1
+    try:
         for t in played["trained"]:  # each policy alone (weights, config, normalisers), small enough to commit
             save_policy(t["checkpoint"], Path(t["checkpoint"]).with_name("policy.pt"), overwrite=True)
     except OSError as e:
-        print(f"bench_learning.py: error: {e} (the table above was not saved; {kept})")
+        print(f"bench_learning.py: error: {e} (the results were saved; the policies alone were not: {kept})")
         return 1
     print(f"wrote {args.out / 'results.json'}, {', '.join(SUITE_FILES[1:])}, {PARTS_FILE}, seed<k>/policy.pt "
           f"({config['wall_seconds']:.0f} s; {config['wall_seconds_all_parts']:.0f} s in {len(parts)} part(s))")
