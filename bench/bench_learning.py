@@ -71,7 +71,7 @@ PRESETS = {
               "germinate_gae_lambda": 1.0, "episodes_per_task_seed": 1, "group_baseline": False, "lr_end": 0.0,
               "lr_anneal_episodes": None,                                          # the whole-run learning settings
               "entropy_coef_start": 0.3, "blueprint_entropy_coef": 0.0, "critic_warmup_episodes": 0,
-              "blueprint_offer_episodes": 0},
+              "blueprint_offer_episodes": 0, "prune_offer_episodes": 0},
     "full": {"episodes": 320, "max_epochs": 30, "max_batches": None, "n_envs": 8,   # whole 30-epoch host runs,
              "lr_schedule": "cosine",                                              # rates decayed to 0 by the end,
              "param_budget": 2500,                                                 # the target's 2,500 parameters,
@@ -83,7 +83,8 @@ PRESETS = {
              "lr_end": 0.0, "lr_anneal_episodes": None,                            # PPO's rate: to 0 over the run
              "entropy_coef_start": 0.3,                                            # first plans sampled longer
              "blueprint_entropy_coef": 0.0, "critic_warmup_episodes": 0,
-             "blueprint_offer_episodes": 0},                                       # the policy picks from the start
+             "blueprint_offer_episodes": 0,                                        # the policy picks from the start
+             "prune_offer_episodes": 0},                                           # and prunes when it chooses to
 }
 #: Held-out task seeds of each preset's final evaluation (--eval-seeds): nothing trains, tunes or draws curves on them.
 EVAL_SEEDS = {"short": [2000, 2001, 2002, 2003, 2004],
@@ -170,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     a("--blueprint-offer-episodes", type=nonneg_int, default=None,
       help="PPO training: the first episodes germinate with one blueprint on offer at each decision, drawn at "
            "random from those that fit (preset: 0, none); given, the table says it")
+    a("--prune-offer-episodes", type=nonneg_int, default=None,
+      help="PPO training: the first episodes offer PRUNE: at half the decisions where some seed may be pruned, only "
+           "WAIT or PRUNE is allowed (no dud detector: any prunable seed) (preset: 0, none); given, the table says it")
     a("--episodes-per-task-seed", type=positive_int, default=None,
       help="PPO training: envs of an update that play one task seed, a divisor of --n-envs (preset: 1, every "
            "episode its own seed); given, the table says it")
@@ -268,9 +272,9 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
     for key in ("entropy_coef_start", "blueprint_entropy_coef", "rent_weight", "contribution_weight", "unkept_weight"):
         value = getattr(args, key)  # `not >= 0` also refuses nan
         if value is not None and not value >= 0: ap.error(f"--{key.replace('_', '-')} must be >= 0 (got {value})")
-    if args.blueprint_offer_episodes > args.episodes:
-        ap.error(f"--blueprint-offer-episodes {args.blueprint_offer_episodes} must be at most --episodes "
-                 f"{args.episodes}")
+    for flag in ("blueprint_offer_episodes", "prune_offer_episodes"):
+        if getattr(args, flag) > args.episodes:
+            ap.error(f"--{flag.replace('_', '-')} {getattr(args, flag)} must be at most --episodes {args.episodes}")
     if args.n_envs % args.episodes_per_task_seed:
         ap.error(f"--episodes-per-task-seed {args.episodes_per_task_seed} must divide --n-envs {args.n_envs}")
     if args.group_baseline and args.episodes_per_task_seed < 2:
@@ -554,6 +558,7 @@ def make_setup(args: argparse.Namespace) -> dict[str, Any]:
             "unkept_weight": args.unkept_weight,
             "episodes_per_task_seed": args.episodes_per_task_seed, "group_baseline": args.group_baseline,
             "blueprint_offer_episodes": args.blueprint_offer_episodes,
+            "prune_offer_episodes": args.prune_offer_episodes,
             **({"train_suite": args.train_suite, "curve_suite": args.curve_suite} if args.suite else {})}
 
 

@@ -231,6 +231,10 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     assert full.blueprint_offer_episodes == 0 and short.blueprint_offer_episodes == 0
     offer = resolve("--preset", "full", "--blueprint-offer-episodes", "96")
     assert offer.overrides == {"blueprint_offer_episodes": 96} and offer.ppo_settings == full.ppo_settings
+    assert full.prune_offer_episodes == 0 and short.prune_offer_episodes == 0
+    prune = resolve("--preset", "full", "--prune-offer-episodes", "96", "--blueprint-offer-episodes", "96")
+    assert prune.overrides == {"blueprint_offer_episodes": 96, "prune_offer_episodes": 96}
+    assert bl.make_setup(prune)["prune_offer_episodes"] == 96 and bl.make_setup(full)["prune_offer_episodes"] == 0
 
 
 @pytest.mark.parametrize("flags, line", [
@@ -241,6 +245,7 @@ def test_the_full_preset_sets_its_ppo_settings_without_calling_them_a_change(tmp
     (["--preset", "full", "--blueprint-entropy-coef", "-1"], "--blueprint-entropy-coef must be >= 0 (got -1.0)"),
     (["--preset", "full", "--critic-warmup-episodes", "60"], "--critic-warmup-episodes 60 must be a multiple of"),
     (["--preset", "full", "--blueprint-offer-episodes", "321"], "--blueprint-offer-episodes 321 must be at most"),
+    (["--preset", "full", "--prune-offer-episodes", "321"], "--prune-offer-episodes 321 must be at most"),
 ])
 def test_refuses_bad_ppo_settings_in_one_line(tmp_path, capsys, flags, line):
     bl = _bench_module("bench_learning")

@@ -8,7 +8,7 @@ from esper.cli import build_parser, main
 
 SEED_FLAGS = ("--vectorized", "--n-envs", "--n-episodes", "--episodes", "--max-epochs", "--devices", "--entropy-coef",
               "--entropy-coef-start", "--entropy-coef-end", "--entropy-anneal-episodes", "--blueprint-entropy-coef", "--lr", "--lr-end",
-              "--lr-anneal-episodes", "--blueprint-offer-episodes", "--critic-warmup-episodes", "--clip-ratio",
+              "--lr-anneal-episodes", "--blueprint-offer-episodes", "--prune-offer-episodes", "--critic-warmup-episodes", "--clip-ratio",
               "--gamma", "--save", "--resume", "--recurrent", "--factored", "--telemetry-dir", "--telemetry-level",
               "--seed", "--task", "--update-every", "--fast-update")
 
@@ -207,6 +207,21 @@ def test_blueprint_offers_reach_the_run_and_are_checked_against_its_length(tmp_p
     assert main([*tiny, "--blueprint-offer-episodes", "5"]) == 2  # refused before any work
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["esper-train ppo: error: --blueprint-offer-episodes 5 must be at most --n-episodes 4"]
+
+
+def test_prune_offers_reach_the_run_and_are_checked_against_its_length(tmp_path, capsys):
+    save = tmp_path / "agent.pt"
+    tiny = ["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "4", "--max-epochs", "2", "--max-batches", "1",
+            "--no-progress", "--workers", "0"]
+    rc = main([*tiny, "--prune-offer-episodes", "2", "--save", str(save)])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert "Prune offers: in the first 2 episodes half the decisions that could prune offer WAIT or PRUNE" in out.out
+    config = torch.load(save, weights_only=True)["trainer"]["config"]
+    assert config["prune_offer_episodes"] == 2 and config["blueprint_offer_episodes"] == 0
+    assert main([*tiny, "--prune-offer-episodes", "5"]) == 2  # refused before any work
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["esper-train ppo: error: --prune-offer-episodes 5 must be at most --n-episodes 4"]
 
 
 def test_gae_lambdas_and_reward_weights_reach_the_run(tmp_path, capsys):

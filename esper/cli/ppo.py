@@ -164,6 +164,12 @@ def _print_plan(
             "on offer, drawn at random",
             flush=True,
         )
+    if args.prune_offer_episodes:
+        print(
+            f"Prune offers: in the first {args.prune_offer_episodes} episodes half the decisions that could prune "
+            "offer WAIT or PRUNE alone",
+            flush=True,
+        )
     if args.critic_warmup_episodes:
         print(f"Critic warm-up: the first {args.critic_warmup_episodes} episodes train the critic alone", flush=True)
 
@@ -222,6 +228,7 @@ def _run_settings(
         entropy_anneal_episodes=args.entropy_anneal_episodes,
         lr_anneal_episodes=args.lr_anneal_episodes,
         blueprint_offer_episodes=args.blueprint_offer_episodes,
+        prune_offer_episodes=args.prune_offer_episodes,
         save_path=args.save,
         resume=args.resume,
         checkpoint_every=args.checkpoint_every,

@@ -117,7 +117,7 @@ def _add_size_arguments(p: argparse.ArgumentParser) -> None:
 
 # %% ../../nbs/cli/03a_ppo_args.ipynb #0a2663ef
 def _add_schedule_arguments(p: argparse.ArgumentParser) -> None:
-    "The entropy and learning-rate schedules, and the episodes that offer one blueprint or train the critic alone."
+    "The entropy and learning-rate schedules, and the episodes that offer a blueprint or PRUNE, or train the critic."
     a = p.add_argument
     a("--entropy-coef", type=_nonneg_float, default=0.01, help="entropy coefficient when not annealing (default: 0.01)")
     a(
@@ -165,6 +165,13 @@ def _add_schedule_arguments(p: argparse.ArgumentParser) -> None:
         default=0,
         help="the first episodes germinate with one blueprint on offer at each decision, drawn at random from those "
         "that fit, so every blueprint is tried while the moves after a germination are learned (default: 0, off)",
+    )
+    a(
+        "--prune-offer-episodes",
+        type=nonneg_int,
+        default=0,
+        help="the first episodes offer PRUNE: at half the decisions where some seed may be pruned, only WAIT or "
+        "PRUNE is allowed, so pruning is explored (no dud detector: any prunable seed) (default: 0, off)",
     )
     a(
         "--critic-warmup-episodes",
@@ -426,6 +433,8 @@ def _schedule_error(
         return (
             f"--blueprint-offer-episodes {args.blueprint_offer_episodes} must be at most --n-episodes {args.episodes}"
         )
+    if args.prune_offer_episodes > args.episodes:
+        return f"--prune-offer-episodes {args.prune_offer_episodes} must be at most --n-episodes {args.episodes}"
     return None
 
 # %% ../../nbs/cli/03a_ppo_args.ipynb #f22a398a

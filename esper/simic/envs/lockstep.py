@@ -64,26 +64,41 @@ def run_lockstep(
     return [e.episode.result() for e in envs]
 
 # %% ../../../nbs/simic/envs/24b_lockstep.ipynb #a7916541
+def _offer_rngs(
+    offering: tuple[int, int, int] | None,  # (run seed, batch's first episode, offers below episode), or None
+    envs: list[ParallelEnvState],  # the batch's envs
+    tag: str,  # what is offered, in the key ("" for blueprints, the key they always had)
+) -> list[random.Random | None] | None:
+    "An RNG per env whose episode is still offered, keyed by run seed, episode, epoch and `tag` (None: no offers)."
+    if offering is None:
+        return None
+    seed, first, until = offering
+    return [
+        random.Random(f"{seed}:{first + e.env_id}:{e.obs['epoch']}{tag}") if first + e.env_id < until else None
+        for e in envs
+    ]
+
+
 class PPORollout:
     "Decides for a batch of envs with a PPOAgent and stores each step's transition with the reward its env computed."
 
     def __init__(self, agent: PPOAgent):
         self.agent = agent
         self.offering: tuple[int, int, int] | None = None  # (run seed, batch's first episode, offers below episode)
+        self.prune_offering: tuple[int, int, int] | None = None  # the same, for the prune offers
 
     def offers(self, envs: list[ParallelEnvState]) -> list[random.Random | None] | None:
         "One blueprint-offer RNG per env whose episode is still in the offering phase, keyed by run, episode and epoch."
-        if self.offering is None:
-            return None
-        seed, first, until = self.offering
-        return [
-            random.Random(f"{seed}:{first + e.env_id}:{e.obs['epoch']}") if first + e.env_id < until else None
-            for e in envs
-        ]
+        return _offer_rngs(self.offering, envs, "")
+
+    def prune_offers(self, envs: list[ParallelEnvState]) -> list[random.Random | None] | None:
+        "One prune-offer RNG per env whose episode is still in the prune-offering phase: run, episode, epoch, 'prune'."
+        return _offer_rngs(self.prune_offering, envs, ":prune")
 
     def decide(self, envs: list[ParallelEnvState]) -> list[Any]:
         "One batched forward pass; remembers each env's decision until its reward is known."
-        ds = act(self.agent, [e.obs for e in envs], [e.env_id for e in envs], offers=self.offers(envs))
+        obs, ids = [e.obs for e in envs], [e.env_id for e in envs]
+        ds = act(self.agent, obs, ids, offers=self.offers(envs), prune_offers=self.prune_offers(envs))
         for e, d in zip(envs, ds):
             e.pending = d
             e.action_counts[d.tamiyo_action.op.name] += 1

@@ -86,6 +86,7 @@ ADDED_SETTINGS: dict[str, Any] = {
     },
     "lr_anneal_episodes": 0,
     "blueprint_offer_episodes": 0,
+    "prune_offer_episodes": 0,
 }
 
 

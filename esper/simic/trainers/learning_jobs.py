@@ -126,6 +126,7 @@ def run_settings(
         group_baseline=setup["group_baseline"],
         **ramps,
         blueprint_offer_episodes=setup["blueprint_offer_episodes"],
+        prune_offer_episodes=setup.get("prune_offer_episodes", 0),  # a setup written before prune offers: none
         save_path=str(checkpoint),
         resume=str(checkpoint) if resume else None,
         workers=setup["env_workers"],

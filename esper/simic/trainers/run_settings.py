@@ -112,6 +112,7 @@ class RunSettings:
     entropy_anneal_episodes: int = 0  # episodes of the entropy bonus's ramp (in updates: // episodes_per_update)
     lr_anneal_episodes: int = 0  # episodes of the learning rate's ramp from `agent.lr` to `agent.lr_end`
     blueprint_offer_episodes: int = 0  # first episodes whose germinations may use one blueprint, drawn at random
+    prune_offer_episodes: int = 0  # first episodes in which half the decisions that could prune offer WAIT or PRUNE
     save_path: str | None = None  # checkpoint every `checkpoint_every` batches and at the end
     resume: str | None = None  # continue from this checkpoint
     checkpoint_every: int = 1  # batches between checkpoints
@@ -176,9 +177,10 @@ def _check_placement(self: RunSettings) -> None:
 def _check_episodes(self: RunSettings) -> None:
     "Refuse episode counts, offers and task-seed groups that cannot make a run."
     n, g, epu = self.n_episodes, self.episodes_per_task_seed, self.episodes_per_update
-    offers = self.blueprint_offer_episodes
-    if not isinstance(offers, int) or isinstance(offers, bool) or not 0 <= offers <= n:
-        raise ValueError(f"blueprint_offer_episodes must be an integer in [0, n_episodes={n}] (got {offers!r})")
+    for name in ("blueprint_offer_episodes", "prune_offer_episodes"):
+        offers = getattr(self, name)
+        if not isinstance(offers, int) or isinstance(offers, bool) or not 0 <= offers <= n:
+            raise ValueError(f"{name} must be an integer in [0, n_episodes={n}] (got {offers!r})")
     if epu % g:
         raise ValueError(
             f"episodes_per_task_seed={g} must divide the episodes of an update "
@@ -265,6 +267,7 @@ def checkpoint_config(
         "entropy_anneal_episodes": self.entropy_anneal_episodes,
         "lr_anneal_episodes": self.lr_anneal_episodes,
         "blueprint_offer_episodes": self.blueprint_offer_episodes,
+        "prune_offer_episodes": self.prune_offer_episodes,
         "ppo_kwargs": other_hparams,
         "reward_config": reward,
         "episode_config": episode,

@@ -234,6 +234,8 @@ def ppo_training_loop(
             agent.reset_hidden()
             offers = s.blueprint_offer_episodes
             rollout.offering = (seed, first, offers) if first < offers else None
+            prunes = s.prune_offer_episodes
+            rollout.prune_offering = (seed, first, prunes) if first < prunes else None
             envs, results = _play_batch(s, rollout, pool, seeds, b, hub)
             for e, r in zip(envs, results):
                 emit_episode_completed(
