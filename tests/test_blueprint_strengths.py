@@ -58,3 +58,14 @@ def test_an_existing_out_is_refused_without_overwrite(tmp_path, run_bench):
     p = run_bench("blueprint_strengths.py", "--out", str(out), cwd=tmp_path, timeout=120)
     assert p.returncode == 2 and p.stderr.strip().splitlines()[-1].endswith("exists: pass --overwrite to replace it")
     assert out.read_text() == "{}"
+
+
+def test_an_episode_plays_on_the_registered_family_with_its_splits():
+    "The probe's tasks are the registry's (train, validation and test splits): a short episode plants and scores."
+    bs = _strengths()
+    task = bs.variant_task("shuffled_b2500", 1000)
+    assert (task.name, task.settings["shuffle_seq"], task.n_test > 0) == ("mnist1d", True, True)
+    row = bs.play(("digits8x8_b1500", "global_mix", 1000, 2, 2))
+    assert (row["variant"], row["plan"], row["seed"]) == ("digits8x8_b1500", "global_mix", 1000)
+    assert row["params"] > 434 and "global_mix@" in row["grown"]  # planted under its own name, at its own cost
+    assert 0.0 <= row["accuracy"] <= 100.0

@@ -1,12 +1,14 @@
 """Do the blueprints' strengths differ? Each blueprint alone, and a few pairs, on variants that need different things.
 
 Fixed plans (`a+b`: `a` planted in block 1 and `b` in block 2 at the first chance, each advanced and fossilized as
-soon as its gates allow) on MNIST-1D with ordered and shuffled positions (`shuffle_seq`: one fixed permutation of the
-40 positions) at parameter budgets of 2,500 and 1,600, and on 8x8 digit images (scikit-learn's `load_digits`, 1,297
-train / 500 validation images) grown from the impaired host's 2-D twin at budgets of 3,000 and 1,500. 12 epochs on
-every batch, cosine rates, one torch thread per worker, tuning task seeds (never the held-out 2000-2004). Prints a
-table of mean final accuracy per plan and variant (parameters in all in brackets) and writes it with every row to
---out (about 20 minutes with two workers on two busy cores):
+soon as its gates allow) on the registered `mnist1d` family with ordered and shuffled positions (its `shuffle_seq`
+setting: one fixed permutation of the 40 positions) at parameter budgets of 2,500 and 1,600, and on the `digits`
+family (scikit-learn's 8x8 digits, the impaired host's 2-D twin) at budgets of 3,000 and 1,500. 12 epochs on every
+batch, cosine rates, one torch thread per worker, tuning task seeds (never the held-out 2000-2004); each family's own
+train, validation and test splits, the test split scored. Prints a table of mean final test accuracy per plan and
+variant (parameters in all in brackets) and writes it with every row to --out (about 20 minutes with two workers on
+two busy cores). The committed `nbs/results/blueprint_strengths/strengths.json` predates the three-way splits: the
+probe then built its own tasks and scored the validation split, so a run now gives other figures:
 
     OMP_NUM_THREADS=1 .venv/bin/python lab/probes/blueprint_strengths.py --workers 2 --out nbs/results/blueprint_strengths/strengths.json
 
@@ -23,7 +25,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from esper.cli import OneLineParser, positive_int, DistinctSeeds, seed_int
@@ -33,12 +34,11 @@ from esper.leyline import BLUEPRINTS
 from esper.leyline.files import write_json_atomic
 from esper.tamiyo.baselines import ScheduleTamiyo, StaticTamiyo
 from esper.tamiyo import EpisodeConfig, GrowthProblem, run_episode
-from esper.tasks import Task, TaskConfig, tensor_loader
-from esper.tasks.hosts import ConvHost
+from esper.tasks import Task, get_task
 from esper.cli.runs import stoppable_pool, stops_in_one_line
 PLANS = ("static", "conv_heavy", "conv_small", "attention", "global_mix", "dilated", "widen", "self_attention",
          "conv_heavy+conv_small", "conv_heavy+global_mix", "global_mix+conv_small", "dilated+conv_small")
-#: Variant -> (task family, MNIST-1D generator overrides, parameter budget). The 2-D host has 434 parameters.
+#: Variant -> (task family, the family's settings, parameter budget). The digits host has 434 parameters.
 VARIANTS = {
     "ordered_b2500": ("mnist1d", {}, 2500),
     "shuffled_b2500": ("mnist1d", {"shuffle_seq": True}, 2500),
@@ -49,40 +49,10 @@ VARIANTS = {
 _ORIGINAL = copy.deepcopy(B.BLUEPRINT_REGISTRY)
 
 
-class ImageTask(Task):
-    "A task whose host is the impaired MNIST-1D host's 2-D twin: two kernel-1 blocks of width 8."
-
-    def make_host(self, preset: str | None = None) -> ConvHost:
-        return ConvHost(self.input_shape[0], self.n_classes, (8, 8), (1, 1), self.input_shape[1:])
-
-
-def mnist1d_task(generator: dict, shuffle_seed: int) -> Task:
-    "MNIST-1D regenerated with the generator's defaults plus `generator` (data seed 42, as the embedded task)."
-    from mnist1d.data import get_dataset_args, make_dataset
-    from mnist1d.utils import ObjectView
-
-    args = get_dataset_args(as_dict=True)
-    args.update(generator, seed=42)
-    d = make_dataset(ObjectView(args))
-    x, xv = (torch.tensor(d[k], dtype=torch.float32).unsqueeze(1) for k in ("x", "x_test"))
-    y, yv = (torch.tensor(d[k], dtype=torch.long) for k in ("y", "y_test"))
-    cfg = TaskConfig(name="mnist1d", shuffle_seed=shuffle_seed)
-    return Task("mnist1d", tensor_loader(x, y, 64, True, shuffle_seed), tensor_loader(xv, yv, 512, False),
-                tuple(x.shape[1:]), 10, len(y), len(yv), "mnist1d_impaired", cfg)
-
-
-def digits_task(shuffle_seed: int) -> Task:
-    "scikit-learn's 1,797 8x8 digits scaled to [0, 1]; a fixed split of 1,297 train and 500 validation images."
-    from sklearn.datasets import load_digits
-
-    d = load_digits()
-    x = torch.tensor(d.images / 16.0, dtype=torch.float32).unsqueeze(1)
-    y = torch.tensor(d.target, dtype=torch.long)
-    order = torch.from_numpy(np.random.default_rng(0).permutation(len(y)))
-    tr, va = order[:1297], order[1297:]
-    cfg = TaskConfig(name="mnist1d", shuffle_seed=shuffle_seed)  # a config for the record only
-    return ImageTask("digits8x8", tensor_loader(x[tr], y[tr], 64, True, shuffle_seed),
-                     tensor_loader(x[va], y[va], 512, False), (1, 8, 8), 10, len(tr), len(va), "digits8x8", cfg)
+def variant_task(variant: str, seed: int) -> Task:
+    "The registered task family of `variant` on task seed `seed`: its own train, validation and test splits."
+    family, generator, _ = VARIANTS[variant]
+    return get_task(family, seed=seed, settings=dict(generator))
 
 
 def install(plan: str) -> tuple[str, dict[str, str]]:
@@ -106,8 +76,8 @@ def play(job: tuple) -> dict:
     "One episode of `plan` on `variant`; a worker's job."
     variant, plan, seed, epochs, batches = job
     torch.set_num_threads(1)
-    family, generator, budget = VARIANTS[variant]
-    task = digits_task(seed) if family == "digits" else mnist1d_task(generator, seed)
+    budget = VARIANTS[variant][2]
+    task = variant_task(variant, seed)
     alias = {}
     if plan == "static":
         controller = StaticTamiyo()
@@ -182,9 +152,12 @@ def main(argv: list[str] | None = None) -> None:
     jobs = [(v, p, s, a.epochs, a.batches) for v in a.variants for p in a.plans for s in a.seeds]
     t0, rows = time.perf_counter(), []
     with stops_in_one_line("blueprint_strengths.py"), stoppable_pool(a.workers) as pool:
-        for row in pool.map(play, jobs):
-            rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+        try:
+            for row in pool.map(play, jobs):
+                rows.append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+        except (ValueError, RuntimeError, TypeError, OSError) as e:  # a worker's fault: one line, nothing written
+            ap.exit(1, f"blueprint_strengths.py: error: an episode failed ({type(e).__name__}: {e}); nothing written\n")
     summary = summarise(rows)
     text = table(summary)
     print(text)
