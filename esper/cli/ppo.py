@@ -43,14 +43,13 @@ def placement(
     workers: int | None,  # --workers (None: not given)
     n_envs: int,  # --n-envs
     on_cuda: bool,  # every environment trains on a CUDA device
-    mixed: bool = False,  # each batch holds episodes of several problems (`batches_mix_problems`): no population
 ) -> tuple[bool, int]:
     "(train as one population?, worker processes) of a vectorized run: workers first, a population in this process."
     from esper.simic.envs.workers import default_workers
 
     if workers is None:
         workers = 0 if population == "on" else default_workers(n_envs)
-    return population == "on" or (population == "auto" and on_cuda and workers == 0 and not mixed), workers
+    return population == "on" or (population == "auto" and on_cuda and workers == 0), workers
 
 # %% ../../nbs/cli/03_ppo.ipynb #f462c2b4
 #: Events the trainer emits once per batch with the batch's index as `step`: the last of them ends a batch.
@@ -292,7 +291,7 @@ def _train(
 # %% ../../nbs/cli/03_ppo.ipynb #d0f7e4db
 def run(args) -> int:
     "Run the PPO job from parsed arguments."
-    from esper.cli.ppo_args import batches_mix_problems, check_ppo_args
+    from esper.cli.ppo_args import check_ppo_args
 
     if (refused := check_ppo_args(args)) is not None:  # every flag in range for the whole run, and used, or no work
         print(f"esper-train ppo: error: {refused}", file=sys.stderr)
@@ -317,8 +316,7 @@ def run(args) -> int:
         print(f"esper-train ppo: error: --device/--devices: {e}", file=sys.stderr)
         return 2
     on_cuda = all(d.startswith("cuda") for d in (devices or [device]))
-    mixed = args.vectorized and batches_mix_problems(args)
-    population, workers = placement(args.population, args.workers, args.n_envs, on_cuda, mixed)
+    population, workers = placement(args.population, args.workers, args.n_envs, on_cuda)
     population = population and args.vectorized
     try:
         settings = _run_settings(args, epu, device, devices, workers, population, rewards)
