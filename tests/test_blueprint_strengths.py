@@ -65,7 +65,13 @@ def test_an_episode_plays_on_the_registered_family_with_its_splits():
     bs = _strengths()
     task = bs.variant_task("shuffled_b2500", 1000)
     assert (task.name, task.settings["shuffle_seq"], task.n_test > 0) == ("mnist1d", True, True)
-    row = bs.play(("digits8x8_b1500", "global_mix", 1000, 2, 2))
+    original = {fam: dict(specs) for fam, specs in B.BLUEPRINT_REGISTRY.items()}
+    try:  # a plan installs its registry in the worker: put this process's back for the tests after this one
+        row = bs.play(("digits8x8_b1500", "global_mix", 1000, 2, 2))
+    finally:
+        B.BLUEPRINT_REGISTRY.clear()
+        B.BLUEPRINT_REGISTRY.update(original)
+        _blueprint_cost.cache_clear()
     assert (row["variant"], row["plan"], row["seed"]) == ("digits8x8_b1500", "global_mix", 1000)
     assert row["params"] > 434 and "global_mix@" in row["grown"]  # planted under its own name, at its own cost
     assert 0.0 <= row["accuracy"] <= 100.0

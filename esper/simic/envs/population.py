@@ -4,7 +4,7 @@
 
 # %% auto #0
 __all__ = ['MIN_GROUP', 'architecture_key', 'group_by_architecture', 'population_loss', 'PopulationGroup', 'stacked_validate',
-           'end_epochs', 'run_epoch_population']
+           'end_epochs', 'problem_parts', 'run_epoch_population']
 
 # %% ../../../nbs/simic/envs/31_population.ipynb #d57b08d7
 import contextlib
@@ -283,12 +283,27 @@ def end_epochs(
 MIN_GROUP = {"cpu": 3, "cuda": 2}
 
 
+def problem_parts(
+    envs: Sequence[Any],  # ParallelEnvStates
+) -> list[list[int]]:
+    "Indices of `envs` grouped by the problem their episodes play (`GrowthProblem.key`), in order of first appearance."
+    parts: dict[str, list[int]] = {}
+    for i, e in enumerate(envs):
+        parts.setdefault(e.episode.problem.key, []).append(i)
+    return list(parts.values())
+
+
 def run_epoch_population(
     envs: Sequence[Any],  # ParallelEnvStates mid-episode (or just started), one device, one episode config
     actions: Sequence[Any],  # one TamiyoAction (or None before epoch 1) per env
     min_group: int | None = None,  # smallest group trained as one model (default: `MIN_GROUP` of the device type)
 ) -> None:
     "Apply the actions, train one epoch with every same-architecture group as one stacked model, end the epochs."
+    parts = problem_parts(envs)
+    if len(parts) > 1:  # a suite's batch: each problem's envs are a population of their own
+        for idx in parts:
+            run_epoch_population([envs[i] for i in idx], [actions[i] for i in idx], min_group)
+        return
     iters = []
     for e, a in zip(envs, actions):
         with e.rng():  # germination, and a loader's base seed, draw from the env's own RNG
