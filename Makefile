@@ -100,6 +100,7 @@ bench-suite: $(STAMP) sb3-installed
 # entropy bonus from 0.6 over all 960 episodes, the first 480 offering one blueprint at a time. About 40 minutes on
 # 2 quiet cores with BENCH_DUDS_FLAGS=--workers 2 (an estimate from nbs/results/duds_ppo_mask/, which holds the run).
 BENCH_DUDS_FLAGS ?=
+# BENCH_DUDS_FLAGS="--prune-offer-episodes 480" adds the prune offer (nbs/results/duds_ppo_prune/: 45 min on 2 shared cores).
 bench-duds: $(STAMP)
 	OMP_NUM_THREADS=1 $(BIN)/python bench/bench_learning.py --suite duds-heldout --train-suite duds-train \
 		--curve-suite duds-tune --features run-data --n-envs 8 --episodes-per-task-seed 4 --group-baseline --lr 1e-3 \
