@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import InvalidStateError, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,14 @@ def signals_held() -> Iterator[None]:
             signal.raise_signal(got[0])
 
 # %% ../../nbs/cli/06_runs.ipynb #7a1c192e
+def _drop_cancelled_future_race(args: Any, then: Callable[[Any], None] = threading.excepthook) -> None:
+    "`threading.excepthook` for a stopped pool: drops the executor thread's `InvalidStateError`, passes the rest on."
+    # Python 3.11's executor marks the futures that `cancel_futures` cancelled as failed when it finds its workers
+    # terminated, and raises on the cancelled ones in its own thread: a traceback after the run's last line.
+    if not isinstance(args.exc_value, InvalidStateError):
+        then(args)
+
+
 @contextlib.contextmanager
 def stoppable_pool(
     workers: int,  # worker processes, all spawned before the body runs
@@ -59,6 +67,7 @@ def stoppable_pool(
                     pool.submit(int)
             yield pool
         except BaseException:
+            threading.excepthook = _drop_cancelled_future_race
             pool.shutdown(wait=False, cancel_futures=True)
             for proc in multiprocessing.active_children():
                 proc.terminate()
