@@ -195,33 +195,24 @@ def test_critic_warmup_trains_the_critic_alone_first_and_counts_in_updates(tmp_p
     assert len(err) == 1 and "--critic-warmup-episodes 3 must be a multiple of the episodes per update (2" in err[0]
 
 
-def test_blueprint_offers_reach_the_run_and_are_checked_against_its_length(tmp_path, capsys):
+@pytest.mark.parametrize("flag,plan_line", [
+    ("blueprint-offer", "Blueprint offers: the first 2 episodes germinate with one blueprint on offer, drawn at random"),
+    ("prune-offer", "Prune offers: in the first 2 episodes half the decisions that could prune offer WAIT or PRUNE"),
+])
+def test_offers_reach_the_run_and_are_checked_against_its_length(tmp_path, capsys, flag, plan_line):
     save = tmp_path / "agent.pt"
     tiny = ["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "4", "--max-epochs", "2", "--max-batches", "1",
             "--no-progress", "--workers", "0"]
-    rc = main([*tiny, "--blueprint-offer-episodes", "2", "--save", str(save)])
+    rc = main([*tiny, f"--{flag}-episodes", "2", "--save", str(save)])
     out = capsys.readouterr()
     assert rc == 0, out.err
-    assert "Blueprint offers: the first 2 episodes germinate with one blueprint on offer, drawn at random" in out.out
-    assert torch.load(save, weights_only=True)["trainer"]["config"]["blueprint_offer_episodes"] == 2
-    assert main([*tiny, "--blueprint-offer-episodes", "5"]) == 2  # refused before any work
-    err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["esper-train ppo: error: --blueprint-offer-episodes 5 must be at most --n-episodes 4"]
-
-
-def test_prune_offers_reach_the_run_and_are_checked_against_its_length(tmp_path, capsys):
-    save = tmp_path / "agent.pt"
-    tiny = ["ppo", "--vectorized", "--n-envs", "2", "--n-episodes", "4", "--max-epochs", "2", "--max-batches", "1",
-            "--no-progress", "--workers", "0"]
-    rc = main([*tiny, "--prune-offer-episodes", "2", "--save", str(save)])
-    out = capsys.readouterr()
-    assert rc == 0, out.err
-    assert "Prune offers: in the first 2 episodes half the decisions that could prune offer WAIT or PRUNE" in out.out
+    assert plan_line in out.out
     config = torch.load(save, weights_only=True)["trainer"]["config"]
-    assert config["prune_offer_episodes"] == 2 and config["blueprint_offer_episodes"] == 0
-    assert main([*tiny, "--prune-offer-episodes", "5"]) == 2  # refused before any work
+    other = "prune-offer" if flag == "blueprint-offer" else "blueprint-offer"
+    assert config[f"{flag.replace('-', '_')}_episodes"] == 2 and config[f"{other.replace('-', '_')}_episodes"] == 0
+    assert main([*tiny, f"--{flag}-episodes", "5"]) == 2  # refused before any work
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == ["esper-train ppo: error: --prune-offer-episodes 5 must be at most --n-episodes 4"]
+    assert err == [f"esper-train ppo: error: --{flag}-episodes 5 must be at most --n-episodes 4"]
 
 
 def test_gae_lambdas_and_reward_weights_reach_the_run(tmp_path, capsys):

@@ -17,6 +17,7 @@ from multiprocessing.connection import wait
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -36,7 +37,7 @@ def cgroup_cpu_limit(
 ) -> float | None:
     "The CPU quota of this process's cgroup in cores (v2 `cpu.max`, v1 `cpu.cfs_quota_us`), or None where unlimited."
     try:
-        lines = open(proc_cgroup).read().splitlines()
+        lines = Path(proc_cgroup).read_text().splitlines()
     except OSError:
         lines = []
     own = {}  # controller list -> this process's path ("" for the v2 hierarchy)
@@ -51,9 +52,9 @@ def cgroup_cpu_limit(
     for quota_file, period_file in candidates:
         try:
             if period_file is None:
-                quota, period = open(quota_file).read().split()[:2]
+                quota, period = Path(quota_file).read_text().split()[:2]
             else:
-                quota, period = open(quota_file).read().strip(), open(period_file).read().strip()
+                quota, period = Path(quota_file).read_text().strip(), Path(period_file).read_text().strip()
             if quota in ("max", "-1"):
                 return None
             return max(int(quota) / int(period), 0.01) if int(period) > 0 and int(quota) > 0 else None
