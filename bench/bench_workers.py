@@ -23,7 +23,7 @@ import torch
 
 from esper.cli import earlier_results
 from esper.simic.trainers.vectorized import train_ppo_vectorized
-from esper.simic.envs.workers import available_cores
+from esper.leyline.cores import available_cores
 from esper.tamiyo import GrowthProblem
 from esper.tasks import get_task
 from esper.leyline.files import relative_paths, write_json_atomic

@@ -22,8 +22,10 @@ from esper.cli import (
     refuse_earlier_results,
     suite_error,
 )
+from .ppo_args import max_process_workers
 from ..kasmina import registered_blueprints
 from ..leyline import BLUEPRINTS
+from ..leyline.cores import available_cores
 from ..leyline.files import OutputError, write_files_atomic
 from ..tasks import HELDOUT_SEEDS_FROM, TASK_FAMILIES, TRAINING_DATA_SEED, preset_block_names
 from ..tamiyo.comparison import ComparisonSettings, run_comparison, run_suite_comparison
@@ -67,6 +69,8 @@ def _compare_flags_error(args) -> str | None:
             f"--fixed-rule names {' '.join(off_menu)}, not on the --blueprints menu; "
             f"add it to --blueprints or give a --fixed-rule from the menu"
         )
+    if getattr(args, "workers", None) is not None and args.workers > max_process_workers():
+        return f"--workers {args.workers} is more than this machine can use: at most {max_process_workers()}"
     if args.controllers is not None and args.checkpoint is not None and "ppo" not in controllers:
         return f"--checkpoint {args.checkpoint} is the 'ppo' controller's, which --controllers leaves out; add ppo"
     if "ppo" in controllers and args.checkpoint is None:
@@ -120,6 +124,21 @@ def _policy_notes(
     return notes
 
 
+def _workers(
+    args,  # the parsed flags of `esper-train compare`
+) -> int:
+    "Processes that play the episodes: `--workers`, else one per available core on the CPU and one with a GPU."
+    if args.workers is not None:
+        return args.workers
+    return available_cores() if args.device == "cpu" or (args.device == "auto" and not _cuda()) else 1
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _comparison_settings(
     args,  # the parsed flags of `esper-train compare`
 ) -> ComparisonSettings:
@@ -136,6 +155,7 @@ def _comparison_settings(
         fixed_concurrent=args.fixed_concurrent,
         device=args.device,
         data_dir=args.data_dir,
+        workers=_workers(args),
     )
 
 
@@ -272,6 +292,13 @@ def add_parser(subparsers) -> None:
         metavar="NAME",
         help="play every problem of a registered suite and report per problem and overall (instead of --task, "
         "--host, --max-epochs, --max-batches, --param-budget and --blueprints)",
+    )
+    p.add_argument(
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="processes that play the episodes, one torch thread each, in table order whatever order they end in "
+        "(default: one per available core on the CPU, 1 with a GPU)",
     )
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
     add_overwrite_argument(p)

@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..kasmina import check_blueprint_menu
 from ..leyline import BLUEPRINTS, ActionSpace
+from ..leyline.cores import available_cores
 from ..leyline.files import check_output_dir, write_files_atomic
 from .comparison_report import COMPARISON_FILES, comparison_files, markdown_table, summarize
 from esper.tamiyo.controllers import (
@@ -24,6 +27,7 @@ from esper.tamiyo.controllers import (
 from .episode import run_episode
 from .episode_parts import EpisodeConfig
 from .problems import GrowthProblem, Suite, get_suite
+from .plays import map_episodes
 from ..tasks import TASK_FAMILIES, get_task, preset_block_names
 
 # %% ../../nbs/tamiyo/11_comparison.ipynb #15ef8a7f
@@ -42,6 +46,11 @@ class ComparisonSettings:
     fixed_concurrent: bool = False  # the "fixed" controller grows its seeds side by side
     device: str = "cpu"  # where hosts train and the policy runs
     data_dir: str | None = None  # dataset cache folder
+    workers: int = 1  # processes that play the episodes, one torch thread each (1: play them in this process)
+
+    def __post_init__(self):
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
+            raise ValueError(f"workers must be an integer >= 1 (got {self.workers!r})")
 
     @property
     def controller_options(self) -> ControllerOptions:
@@ -52,6 +61,50 @@ class ComparisonSettings:
         "The problem every controller of a one-task comparison plays: task family `task` under these settings."
         keep = ("host", "max_epochs", "max_batches", "param_budget", "blueprints")
         return GrowthProblem(task, task, **{k: getattr(self, k) for k in keep})
+
+
+@dataclass(frozen=True)
+class _Match:
+    "One episode of a comparison: a controller on a problem and a seed, as a worker process receives it."
+
+    problem: GrowthProblem  # what is played
+    controller: str  # who decides
+    seed: int  # the task seed (training order; from 1000 up, data of its own)
+    settings: ComparisonSettings  # checkpoint, fixed rule, schedule, device, data folder
+    actions: ActionSpace  # the comparison's action space
+    one_task: bool  # a one-task comparison: the task is `get_task(task, seed, host=...)`; else the problem's own
+    threads: int | None = None  # torch threads to play on (None: as they are)
+
+
+def _play_match(
+    m: _Match,  # the episode
+) -> dict[str, Any]:
+    "Play one episode of a comparison; its summary, with its seed (and its problem, in a suite)."
+    if m.threads is not None:
+        torch.set_num_threads(m.threads)
+    s, settings = m.seed, m.settings
+    ctrl = make_controller(m.controller, s, settings.controller_options)
+    if m.one_task:
+        t = get_task(m.problem.task, seed=s, data_dir=settings.data_dir, host=settings.host)
+    else:
+        t = m.problem.load_task(s, data_dir=settings.data_dir)
+    cfg = EpisodeConfig(lr_schedule=settings.lr_schedule)
+    r = run_episode(t, ctrl, cfg, s, device=settings.device, actions=m.actions, problem=m.problem).to_dict()
+    return r | {"seed": s} | ({} if m.one_task else {"problem": m.problem.name})
+
+
+def _play_matches(
+    matches: list[_Match],  # every episode, in table order
+    workers: int,  # processes (1: here)
+    line: Any,  # what to print of each episode, (match, result) -> str; None: print nothing
+) -> list[dict[str, Any]]:
+    "Every episode's summary in the order given, played here or in `workers` processes of one torch thread each."
+    if workers > 1:  # each worker's share of the cores, never more torch threads than the machine has
+        threads = max(1, min(torch.get_num_threads(), available_cores() // workers))
+        matches = [_Match(**{**vars(m), "threads": threads}) for m in matches]
+    order = iter(matches)
+    show = None if line is None else (lambda r: print(line(next(order), r), flush=True))
+    return map_episodes(_play_match, matches, workers, show)
 
 
 def _check_controllers(
@@ -100,27 +153,16 @@ def run_comparison(
     "Run every controller on every seed; return (and optionally write) the per-episode results and the table."
     settings = settings or ComparisonSettings()
     actions = _comparison_menu(controllers, seeds, settings, out)
-    problem, options, host = settings.problem(task), settings.controller_options, settings.host
-    cfg = EpisodeConfig(lr_schedule=settings.lr_schedule)
+    problem, host = settings.problem(task), settings.host
+    matches = [_Match(problem, name, s, settings, actions, one_task=True) for name in controllers for s in seeds]
+    line = lambda m, r: (
+        f"{m.controller:>9} seed {m.seed}: test {r['final_accuracy']:5.1f}%  "
+        f"validation {r['final_val_accuracy']:5.1f}%  +{r['params_added']} params  ({r['seeds_germinated']} "
+        f"germinated, {r['seeds_fossilized']} fossilized, {r['seeds_pruned']} pruned)"
+    )
     results: dict[str, list[dict[str, Any]]] = {}
-    for name in controllers:
-        for s in seeds:
-            ctrl = make_controller(name, s, options)
-            t = get_task(
-                task, seed=s, data_dir=settings.data_dir, host=host
-            )  # a held-out seed (1000 and up): its own data
-            r = run_episode(t, ctrl, cfg, s, device=settings.device, actions=actions, problem=problem).to_dict()
-            r |= {"seed": s}
-            results.setdefault(name, []).append(r)
-            if progress:
-                print(
-                    f"{name:>9} seed {s}: test {r['final_accuracy']:5.1f}%  "
-                    f"validation {r['final_val_accuracy']:5.1f}%  "
-                    f"+{r['params_added']} params  ({r['seeds_germinated']} germinated, "
-                    f"{r['seeds_fossilized']} fossilized, "
-                    f"{r['seeds_pruned']} pruned)",
-                    flush=True,
-                )
+    for m, r in zip(matches, _play_matches(matches, settings.workers, line if progress else None)):
+        results.setdefault(m.controller, []).append(r)
     rows = summarize(results)
     title = f"{task}, {settings.max_epochs} epochs, seeds {list(seeds)}"
     table = markdown_table(rows, title)
@@ -191,22 +233,20 @@ def run_suite_comparison(
     _check_suite_comparison(suite, controllers, seeds, settings)
     if out is not None:
         check_output_dir(out, "out")  # checked before the first episode, not after the last
-    actions, base = ActionSpace(suite.blueprints), EpisodeConfig(lr_schedule=settings.lr_schedule)
-    options = settings.controller_options
+    actions = ActionSpace(suite.blueprints)
+    matches = [
+        _Match(p, name, s, settings, actions, one_task=False)
+        for p in suite.problems
+        for name in controllers
+        for s in seeds
+    ]
+    line = lambda m, r: (
+        f"{m.problem.name} {m.controller:>9} seed {m.seed}: test {r['final_accuracy']:5.1f}%  "
+        f"+{r['params_added']} params  ({r['seeds_germinated']} germinated)"
+    )
     results: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for p in suite.problems:
-        for name in controllers:
-            for s in seeds:
-                ctrl = make_controller(name, s, options)
-                t = p.load_task(s, data_dir=settings.data_dir)  # a held-out seed (1000 and up): its own data
-                r = run_episode(t, ctrl, base, s, device=settings.device, actions=actions, problem=p).to_dict()
-                results.setdefault(p.name, {}).setdefault(name, []).append(r | {"seed": s, "problem": p.name})
-                if progress:
-                    print(
-                        f"{p.name} {name:>9} seed {s}: test {r['final_accuracy']:5.1f}%  "
-                        f"+{r['params_added']} params  ({r['seeds_germinated']} germinated)",
-                        flush=True,
-                    )
+    for m, r in zip(matches, _play_matches(matches, settings.workers, line if progress else None)):
+        results.setdefault(m.problem.name, {}).setdefault(m.controller, []).append(r)
     pooled = {c: [e for p in suite.names for e in results[p][c]] for c in controllers}
     where = f"suite {suite.name} v{suite.version}, seeds {list(seeds)}"
     title = f"{where}: all {len(suite)} problems, each weighing the same"
