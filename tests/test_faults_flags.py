@@ -9,7 +9,7 @@ import re
 import pytest
 
 from esper.cli import SEED_MAX, build_parser, main
-from esper.cli.ppo_args import check_ppo_args
+from esper.cli.ppo_checks import check_ppo_args
 
 # tiny settings first: a case's own flags come after them and win
 TINY = {

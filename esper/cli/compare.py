@@ -22,7 +22,7 @@ from esper.cli import (
     refuse_earlier_results,
     suite_error,
 )
-from .ppo_args import max_process_workers
+from .ppo_checks import max_process_workers
 from ..kasmina import registered_blueprints
 from ..leyline import BLUEPRINTS
 from ..leyline.cores import available_cores

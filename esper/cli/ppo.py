@@ -291,7 +291,7 @@ def _train(
 # %% ../../nbs/cli/03_ppo.ipynb #d0f7e4db
 def run(args) -> int:
     "Run the PPO job from parsed arguments."
-    from esper.cli.ppo_args import check_ppo_args
+    from esper.cli.ppo_checks import check_ppo_args
 
     if (refused := check_ppo_args(args)) is not None:  # every flag in range for the whole run, and used, or no work
         print(f"esper-train ppo: error: {refused}", file=sys.stderr)
