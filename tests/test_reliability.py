@@ -263,6 +263,30 @@ def test_ctrl_c_in_a_job_without_checkpoints_is_one_line(tmp_path):
     assert stop_line(err.split("\r")[-1]) == "esper-train baseline: interrupted; nothing was written"
 
 
+def _group(pgid: int) -> list[str]:
+    "The processes still in process group `pgid` (none once every worker is gone)."
+    return subprocess.run(["pgrep", "-g", str(pgid)], capture_output=True, text=True).stdout.split()
+
+
+def test_ctrl_c_reaches_a_comparison_and_its_workers_and_ends_in_one_line(tmp_path):
+    "A terminal's Ctrl-C goes to the whole process group: the comparison stops its workers and says one line."
+    argv = ["compare", "--suite", "small-test", "--seeds", "2000", "2001", "--workers", "2"]
+    proc = _esper(*argv, "--out", str(tmp_path / "c"), start_new_session=True)
+    t0 = time.monotonic()
+    while " seed 2000: test" not in (proc.stdout.readline() or " seed 2000: test"):  # an episode played: workers busy
+        assert time.monotonic() - t0 < 120
+    assert len(_group(proc.pid)) >= 3  # the comparison and its two workers
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == ["esper-train compare: interrupted; nothing was written"], err
+    t0 = time.monotonic()
+    while _group(proc.pid) and time.monotonic() - t0 < 10:  # multiprocessing's resource tracker leaves last
+        time.sleep(0.1)
+    assert not _group(proc.pid)
+    assert not (tmp_path / "c").exists()
+
+
 KILLER = textwrap.dedent("""
     import os, signal, sys
     target, when = sys.argv[1], int(sys.argv[2])

@@ -8,6 +8,7 @@ __all__ = ['PLAY_VERSION', 'ROW_FIELDS', 'Play', 'episode_row', 'play', 'PlayCac
 # %% ../../nbs/tamiyo/06a_plays.ipynb #c46ccb45
 import json
 import os
+import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
@@ -153,6 +154,11 @@ class PlayCache:
                 self._torn = False
 
 
+def _worker_start() -> None:
+    "A worker of `map_episodes` ignores Ctrl-C: its parent stops it, and no worker prints a traceback of its own."
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def map_episodes(
     fn: Callable[[Any], Any],  # plays one job; picklable (a module's function, or a `partial` of one) for workers > 1
     jobs: list,  # what to play
@@ -176,7 +182,9 @@ def map_episodes(
             )
     import multiprocessing
 
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        min(workers, len(jobs)), mp_context=multiprocessing.get_context("spawn"), initializer=_worker_start
+    ) as pool:
         try:
             for r in pool.map(fn, jobs):
                 out.append(r)
