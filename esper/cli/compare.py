@@ -298,7 +298,7 @@ def add_parser(subparsers) -> None:
         type=positive_int,
         default=None,
         help="processes that play the episodes, one torch thread each, in table order whatever order they end in "
-        "(default: one per available core on the CPU, 1 with a GPU)",
+        "(default: one per available core on the CPU, 1 with a GPU; never more than one per 4 episodes)",
     )
     p.add_argument("--out", default="runs/compare", help="output folder (default: runs/compare)")
     add_overwrite_argument(p)
