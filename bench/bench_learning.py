@@ -50,7 +50,9 @@ from esper.simic.envs.parallel_env_state import EpisodeSpec, problem_slots
 from esper.simic.trainers.learning_jobs import (TASK, baseline_job, check_resume_files, ppo_eval_job, schedule_name,
                                               train_job, training_task_seeds)
 from esper.simic.agent.checkpoint import save_policy
-from esper.simic.trainers.suite_jobs import MASKABLE_SKIP, InProcess, play_all, summarize_suite
+from esper.simic.trainers.job_pool import InProcess
+from esper.simic.trainers.suite_jobs import play_all, summarize_suite
+from esper.simic.trainers.suite_peer import MASKABLE_SKIP
 from esper.tamiyo import suite_report as sb
 from esper.tamiyo.features import FEATURE_SETS, policy_layout, union_layout
 from esper.tamiyo.learning_report import (check_targets, markdown_report, plot_learning_curves, plot_lifecycle, png,
@@ -372,7 +374,7 @@ SUITE_FILES = ("results.json", "table.md", "paired.png", "scatter.png", "plans.p
 # ----------------------------------------------------------------------------------------------- the suite benchmark
 # `--suite NAME`: policies trained on --train-suite, judged on every problem of NAME beside the oracle, the rules,
 # their own open-loop replays, a per-instance selector (fitted on --train-suite's plan search on the tune seeds) and
-# the MaskablePPO peer: the jobs, and what they play, are in esper.simic.trainers.suite_jobs.
+# the MaskablePPO peer: the jobs, and what they play, are in esper.simic.trainers.suite_jobs (the peer: suite_peer).
 #
 # Written under --out: results.json (config with commit, machine and versions; the headroom report; the summary; the
 # targets; the selector's plans and cost; every episode), table.md, paired.png, scatter.png, plans.png,

@@ -29,7 +29,7 @@ from esper.cli import DistinctSeeds, OneLineParser, seed_int
 from esper.leyline.files import write_json_atomic
 from esper.leyline.stats import mean_ci95
 from esper.simic.envs.gym_env import GrowthEnv
-from esper.simic.trainers.suite_jobs import PEER_ENVS as N_ENVS, greedy  # the suite benchmark's peer, the same
+from esper.simic.trainers.suite_peer import PEER_ENVS as N_ENVS, greedy  # the suite benchmark's peer, the same
 from esper.simic.envs.parallel_env_state import task_with_shuffle
 from esper.tamiyo.problems import GrowthProblem
 

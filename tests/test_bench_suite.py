@@ -150,7 +150,7 @@ def test_one_pool_of_two_workers_plays_the_same_episodes(run, tmp_path):
 def test_a_job_is_kept_once_and_its_failure_raises_where_it_is_awaited():
     from concurrent.futures import ThreadPoolExecutor
 
-    from esper.simic.trainers.suite_jobs import when_done
+    from esper.simic.trainers.job_pool import when_done
     calls = []
     with ThreadPoolExecutor(1) as pool:
         ensure = when_done(pool.submit(lambda: 3), calls.append)
@@ -197,7 +197,7 @@ def test_the_peer_trains_on_the_train_suite_and_plays_each_problem_greedily(monk
     import types
     import numpy as np
     from esper.simic.envs.gym_env import GrowthEnv
-    from esper.simic.trainers import suite_jobs  # before the stand-ins: it asks whether sb3-contrib is installed
+    from esper.simic.trainers import suite_peer  # before the stand-ins: it asks whether sb3-contrib is installed
     sizes = GrowthEnv(suite="tiny").action_space.nvec
     _FakeMaskablePPO.split = staticmethod(lambda m: np.split(m, np.cumsum(sizes)[:-1]))
     monkeypatch.setitem(sys.modules, "sb3_contrib", types.SimpleNamespace(MaskablePPO=_FakeMaskablePPO))
@@ -205,12 +205,12 @@ def test_the_peer_trains_on_the_train_suite_and_plays_each_problem_greedily(monk
     monkeypatch.setitem(sys.modules, "stable_baselines3.common.vec_env", vec)
     setup = {"suite": "tiny", "train_suite": "tiny", "episodes": 4, "rent_weight": None, "contribution_weight": None,
              "unkept_weight": None}
-    rows = suite_jobs.maskable_job(3, setup, ["digits-noisy"], [2000, 2001])
+    rows = suite_peer.maskable_job(3, setup, ["digits-noisy"], [2000, 2001])
     assert [(r["problem"], r["controller"], r["run_seed"], r["seed"]) for r in rows] == [
         ("digits-noisy", "maskable_ppo", 3, 2000), ("digits-noisy", "maskable_ppo", 3, 2001)]
     assert all(0 <= r["test_accuracy"] <= 100 for r in rows)
     assert _FakeMaskablePPO.made[-1].venv.venv[0].features == "signals"  # a setup without PPO settings
-    suite_jobs.maskable_job(3, setup | {"ppo": {"features": "run"}}, ["digits-noisy"], [2000])
+    suite_peer.maskable_job(3, setup | {"ppo": {"features": "run"}}, ["digits-noisy"], [2000])
     env = _FakeMaskablePPO.made[-1].venv.venv[0]  # the peer reads what the PPO policies read
     assert env.features == "run"
     assert env.observation_space.shape == GrowthEnv(suite="tiny", features="run").observation_space.shape
@@ -236,7 +236,7 @@ def test_suites_whose_hosts_have_other_slots(capsys, monkeypatch):
 
 def test_the_peers_cache_key_holds_every_setting_its_training_read():
     "Issue 76: at 4a970d9 a second run with other reward weights reported the first run's cached peer rows."
-    from esper.simic.trainers.suite_jobs import peer_key
+    from esper.simic.trainers.suite_peer import peer_key
     bl = _bench()
 
     args = bl.resolve_args(bl.build_parser(), [*FLAGS, "--out", "unused"])
