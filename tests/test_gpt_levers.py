@@ -52,10 +52,27 @@ def test_the_refusals(text_corpus, tmp_path, capsys):
     for flags, said in (
         (["--eval-seeds", "3"], "--eval-seeds must be held-out seeds"),
         (["--epoch", "3"], "--epoch must be below --budget"),
-        (["--slot", "embed"], "--slot must be a slot after a transformer block: block1"),
+        (["--slot", "head"], "--slot: no slot 'head' in gpt_tiny (its slots: embed, block1)"),
+        (["--slot", "block1", "block1"], "--slot: each slot once"),
         (["--seed-lr-factor", "400"], "--seed-lr-factor must be in (0, 1)"),
     ):
         with pytest.raises(SystemExit):
             p.main(TOY + flags + ["--out", str(tmp_path / "x.json")])
         assert said in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_a_block_in_each_of_two_slots(text_corpus, tmp_path):
+    "`--slot embed block1` grows the one-block host into three blocks: no G_stack copy (embed has no block before it)."
+    p = _probe()
+    out = tmp_path / "three.json"
+    assert p.main(TOY + ["--slot", "block1", "embed", "--out", str(out)]) == 0
+    r = json.loads(out.read_text())
+    eps = {x["rival"]: x for x in r["runs"] if x["kind"] == "episode"}
+    assert set(eps) == {"static", "zero-init", "zero-init, 3x seed lr"}
+    assert r["settings"]["slot"] == ["embed", "block1"]  # in the host's order
+    assert eps["zero-init"]["plan"] == "plan:transformer_block@embed/1+transformer_block@block1/1"
+    assert eps["zero-init"]["grown"].count("transformer_block@") == 2
+    twins = [x["grown"] for x in r["runs"] if x["kind"] == "twin"]
+    assert twins == ["transformer_block@embed + transformer_block@block1"]
+    assert "No G_stack copy: slot embed has no block before it." in out.with_suffix(".md").read_text()

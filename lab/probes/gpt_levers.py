@@ -1,17 +1,18 @@
-"""The growth literature's levers on one planted block: what each saves of its from-scratch twin's compute.
+"""The growth literature's levers on planted blocks: what each saves of its from-scratch twin's compute.
 
 `bench/bench_growth_lm.py` grows the `gpt_tiny` host on Shakespeare and judges every rival by the compute it spends
 to reach the final validation bits of its own final topology trained from scratch (its twin). This probe holds the
-plan fixed, one transformer block planted in `--slot` after `--epoch` epochs, and changes only how the block starts
-and learns:
+plan fixed, a transformer block planted in each slot of `--slot` after `--epoch` epochs (one slot by default;
+`--slot embed block1` grows the one-block host into three blocks), and changes only how the blocks start and learn:
 
 - `zero-init`: the `transformer_block` seed, output projections at zero (function-preserving at planting);
 - `zero-init, Nx seed lr`: the same seed with `--seed-lr-factor` times the host's AdamW learning rate;
-- `G_stack copy`: the opt-in `stacked_block` seed, a copy of the trained block before its slot (G_stack).
+- `G_stack copy`: the opt-in `stacked_block` seed, a copy of the trained block before its slot (G_stack); only where
+  every slot of `--slot` has a block before it.
 
-All three end with the same topology, so they share one twin per problem: the host with a `transformer_block` in
-that slot, trained from its first step with the whole budget (`bench_growth_lm.twin_job`). The static host is run
-beside them for reference. Episodes, twins and savings are the benchmark's own (`episode_job`, `twin_job`,
+All of them end with the same topology, so they share one twin per problem: the host with a `transformer_block` in
+each of those slots, trained from its first step with the whole budget (`bench_growth_lm.twin_job`). The static host
+is run beside them for reference. Episodes, twins and savings are the benchmark's own (`episode_job`, `twin_job`,
 `saving`); every figure is on held-out problems (seeds >= 1000, each its own split of works).
 
     OMP_NUM_THREADS=1 .venv/bin/python lab/probes/gpt_levers.py --out nbs/results/growth_lm/levers/levers.json
@@ -39,20 +40,21 @@ from esper.tamiyo.twins import final_topology
 from esper.tasks import TaskDataError, get_task
 
 
-def levers(factor: float) -> dict[str, tuple[str, float]]:
-    "Each lever: (the blueprint planted, its seed learning rate as a multiple of the host's)."
-    return {"zero-init": ("transformer_block", 1.0), f"zero-init, {factor:g}x seed lr": ("transformer_block", factor),
-            "G_stack copy": ("stacked_block", 1.0)}
+def levers(factor: float, copy: bool = True) -> dict[str, tuple[str, float]]:
+    "Each lever: (the blueprint planted, its seed learning rate as a multiple of the host's); `copy`: with G_stack's."
+    out = {"zero-init": ("transformer_block", 1.0), f"zero-init, {factor:g}x seed lr": ("transformer_block", factor)}
+    return out | ({"G_stack copy": ("stacked_block", 1.0)} if copy else {})
 
 
-def jobs(a: dict[str, Any], seeds: list[int], slot: str, epoch: int, factor: float) -> list[tuple]:
-    "The static host, each lever's episode and the shared twin, on every held-out problem."
+def jobs(a: dict[str, Any], seeds: list[int], slots: list[str], epoch: int, factor: float, copy: bool) -> list[tuple]:
+    "The static host, each lever's episode (a block in every slot of `slots`) and the shared twin, on every problem."
     out = []
+    twin = " + ".join(f"transformer_block@{s}" for s in slots)
     for s in seeds:
         out.append((bench.episode_job, ("static", s, a)))
-        for lever, (bp, f) in levers(factor).items():
-            out.append((lever_job, (lever, s, a, f"plan:{bp}@{slot}/{epoch}", f)))
-        out.append((bench.twin_job, (f"transformer_block@{slot}", s, a)))
+        for lever, (bp, f) in levers(factor, copy).items():
+            out.append((lever_job, (lever, s, a, "plan:" + "+".join(f"{bp}@{slot}/{epoch}" for slot in slots), f)))
+        out.append((bench.twin_job, (twin, s, a)))
     return out
 
 
@@ -62,12 +64,12 @@ def lever_job(lever: str, seed: int, a: dict[str, Any], plan: str, factor: float
     return r | {"rival": lever, "plan": plan, "seed_lr": factor * a["lr"]}
 
 
-def summarise(rows: list[dict], seeds: list[int], factor: float) -> dict[str, Any]:
+def summarise(rows: list[dict], seeds: list[int], factor: float, copy: bool = True) -> dict[str, Any]:
     "Per lever: per problem its saving against the shared twin, test and final validation bits; means with 95% CIs."
     eps = {(r["rival"], r["seed"]): r for r in rows if r["kind"] == "episode"}
     twins = {r["seed"]: r for r in rows if r["kind"] == "twin"}
     out = {}
-    for lever in ["static", *levers(factor)]:
+    for lever in ["static", *levers(factor, copy)]:
         per_seed = []
         for s in seeds:
             e, t = eps[(lever, s)], twins[s]
@@ -86,7 +88,7 @@ def summarise(rows: list[dict], seeds: list[int], factor: float) -> dict[str, An
 def table(summary: dict[str, Any], seeds: list[int], plan: str) -> str:
     "One row per lever: the saving on each problem, then test and validation bits (mean ± 95% CI)."
     pct = lambda v: "never" if v is None else f"{100 * v:+.0f}%"  # noqa: E731
-    head = (f"One block planted by `{plan}` on `gpt_tiny`; saving = compute less than the shared from-scratch twin "
+    head = (f"Blocks planted by `{plan}` on `gpt_tiny`; saving = compute less than the shared from-scratch twin "
             "needs to reach the twin's final validation bits (never: the lever's run did not reach them). Bits per "
             "character, mean ± 95% CI over the held-out problems.\n\n"
             f"| lever | saving ({', '.join(f'seed {s}' for s in seeds)}) | mean saving | test bits | "
@@ -108,7 +110,8 @@ def build_parser() -> OneLineParser:
       help="held-out problems: seeds >= 1000 (default: 1000 1001 1002)")
     a("--budget", type=positive_int, default=40, help="training compute, in epochs of the bare host (default: 40)")
     a("--epoch", type=positive_int, default=13, help="the block is planted at the decision after this epoch (13)")
-    a("--slot", default="block1", help="the slot the block is planted in (default: block1, after the host's block)")
+    a("--slot", nargs="+", default=["block1"], help="the slots a block is planted in, one each (default: block1, "
+      "after the host's block; `embed block1`: three blocks in all)")
     a("--seed-lr-factor", type=float, default=3.0, help="the seed learning rate of the second lever (default: 3)")
     a("--context", type=positive_int, default=64, help="characters an input reads (default: 64)")
     a("--train-chars", type=positive_int, default=131072, help="training characters an epoch reads (default: 131072)")
@@ -148,19 +151,25 @@ def main(argv: list[str] | None = None) -> int:
         slots = final_topology(task, "", 0).model.slot_ids
     except (TaskDataError, ValueError) as e:
         ap.error(str(e))
-    if args.slot not in slots or args.slot == slots[0]:
-        ap.error(f"--slot must be a slot after a transformer block: {', '.join(slots[1:])} (got {args.slot!r})")
+    if bad := [s for s in args.slot if s not in slots]:
+        ap.error(f"--slot: no slot {bad[0]!r} in {args.host} (its slots: {', '.join(slots)})")
+    if len(set(args.slot)) != len(args.slot):
+        ap.error(f"--slot: each slot once (got {' '.join(args.slot)})")
+    chosen = sorted(args.slot, key=slots.index)
+    copy = slots[0] not in chosen  # G_stack copies the block before a slot: the first slot has none
     t0 = time.perf_counter()
     with stops_in_one_line("gpt_levers.py"):
-        rows = bench.run_all(jobs(a, args.eval_seeds, args.slot, args.epoch, args.seed_lr_factor), args.workers)
-    summary = summarise(rows, args.eval_seeds, args.seed_lr_factor)
-    text = table(summary, args.eval_seeds, f"{args.slot}/{args.epoch}")
+        rows = bench.run_all(jobs(a, args.eval_seeds, chosen, args.epoch, args.seed_lr_factor, copy), args.workers)
+    summary = summarise(rows, args.eval_seeds, args.seed_lr_factor, copy)
+    text = table(summary, args.eval_seeds, "+".join(f"{s}/{args.epoch}" for s in chosen))
+    if not copy:
+        text += f"\n\nNo G_stack copy: slot {slots[0]} has no block before it."
     result = {
         "command": "python lab/probes/gpt_levers.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": {"cpu": cpu_model() or platform.machine(), "workers": args.workers, "torch": torch.__version__},
         **git_state(Path(__file__).resolve().parents[2]),
-        "settings": a | {"eval_seeds": args.eval_seeds, "slot": args.slot, "epoch": args.epoch,
-                         "seed_lr_factor": args.seed_lr_factor, "data_dir": None},
+        "settings": a | {"eval_seeds": args.eval_seeds, "slot": chosen if len(chosen) > 1 else chosen[0],
+                         "epoch": args.epoch, "seed_lr_factor": args.seed_lr_factor, "data_dir": None},
         "seconds": round(time.perf_counter() - t0), "summary": summary, "runs": rows,
     }
     write_json_atomic(out, relative_paths(result))
