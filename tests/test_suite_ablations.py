@@ -38,8 +38,8 @@ def test_side_by_side(tmp_path, capsys):
     out = tmp_path / "out"
     assert sa.main(["--bench", full, "--ablation", f"run={abl}", "--out", str(out)]) == 0
     r = json.loads((out / "results.json").read_text())
-    assert r["selector_from"] == "played by the run run" and r["rivals"] == {"selector": 54.0, "greedy": 50.0,
-                                                                            "best rule": 45.0}
+    assert r["selector_from"] == "played in the `run` run"
+    assert r["rivals"] == {"selector": 54.0, "greedy": 50.0, "best rule": 45.0}
     assert r["full_less"]["run"] == {"mean": 2.0, "ci95": 0.0, "n": 2}
     f, a = r["policies"]["full"], r["policies"]["run"]
     assert (f["features"], f["mean"], f["run_seeds"]) == ("run-data", 56.0, {"0": 55.0, "1": 57.0})
@@ -48,6 +48,13 @@ def test_side_by_side(tmp_path, capsys):
     assert "| run | `run` | 54.0 | 53.0, 55.0 | +0.00 ± 0.00 | +1.00 ± 0.00 | +4.00 ± 0.00 | +9.00 ± 0.00 |" in \
         (out / "results.md").read_text()
     assert "less the `run` ablation: +2.00 ± 0.00 (2 pairs)" in capsys.readouterr().out
+    given = {"problems": [{"problem": "p", "variants": {"whole": {"plan": "A"}}}],  # selector.py's results
+             "episodes": [ep("plan:A", 7, 50.0), ep("plan:A", 8, 40.0)]}
+    out2 = tmp_path / "out2"
+    assert sa.main(["--bench", full, "--ablation", f"run={abl}", "--selector", write(tmp_path, "sel.json", given),
+                    "--out", str(out2)]) == 0
+    r = json.loads((out2 / "results.json").read_text())
+    assert r["selector_from"] == "lab/probes/selector.py's `whole` variant" and r["rivals"]["selector"] == 45.0
 
 
 def test_refusals_in_one_line(tmp_path, capsys):

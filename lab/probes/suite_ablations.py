@@ -6,9 +6,9 @@ probe reads the benchmark's results.json (`--bench`) and each ablation's (`--abl
 differ in anything but the features (suite and version, train suite, test and run seeds, episodes), and prints per
 policy its mean, its run seeds, and paired differences (mean ± 95% CI over the problem x test seed cells, each
 policy taken as the mean of its run seeds): the full policy less each ablation, and each policy less the selector,
-its own plans replayed blind (open-loop), the greedy rule and the best single rule. The selector is the one played
-by a benchmark that holds it (the benchmark itself plays it since the selector landed; an older results.json
-without it takes `--selector`, `lab/probes/selector.py`'s results). It plays nothing. From the project root:
+its own plans replayed blind (open-loop), the greedy rule and the best single rule. The selector is
+`lab/probes/selector.py`'s (`--selector`, its results.json), or else the one a run played (the benchmark plays it
+since the selector landed). It plays nothing. From the project root:
 
     .venv/bin/python lab/probes/suite_ablations.py --bench nbs/results/bench_suite/results.json \\
         --ablation run=nbs/results/bench_suite_ablations/run/results.json \\
@@ -72,16 +72,16 @@ def paired(a: dict, b: dict) -> dict[str, float]:
 
 
 def selector_cells(runs: dict[str, dict], selector: dict | None, test: list[int]) -> tuple[dict, str]:
-    "The selector's cells: from a run that played it, or else from lab/probes/selector.py's results (`whole`)."
+    "The selector's cells: lab/probes/selector.py's results (`whole`) where given, or else a run's that played it."
+    if selector is not None:
+        plans = {p["problem"]: p["variants"]["whole"]["plan"] for p in selector["problems"]}
+        plans = {p: v if v.startswith("plan:") else f"plan:{v}" for p, v in plans.items()}
+        return named(selector, plans, test), "lab/probes/selector.py's `whole` variant"
     for name, r in runs.items():
         plans = {p["problem"]: p["selector_plan"] for p in r["summary"]["problems"] if "selector_plan" in p}
         if plans:
-            return named(r, plans, test), f"played by the {name} run"
-    if selector is None:
-        raise ValueError("no run played the selector: give --selector (lab/probes/selector.py's results.json)")
-    plans = {p["problem"]: p["variants"]["whole"]["plan"] for p in selector["problems"]}
-    plans = {p: v if v.startswith("plan:") else f"plan:{v}" for p, v in plans.items()}
-    return named(selector, plans, test), "lab/probes/selector.py's `whole` variant"
+            return named(r, plans, test), f"played in the `{name}` run"
+    raise ValueError("no run played the selector: give --selector (lab/probes/selector.py's results.json)")
 
 
 def compare(runs: dict[str, dict], selector: dict | None) -> dict[str, Any]:
