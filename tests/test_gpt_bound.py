@@ -39,9 +39,9 @@ def test_the_probe_writes_its_table_and_refuses_in_one_line(tmp_path, capsys):
     assert gb.main([str(src), "--out", str(out)]) == 0
     saved = json.loads(out.read_text())["files"]["levers.json"]
     assert list(saved["levers"]) == ["zero-init"] and saved["host_to_twin"] == pytest.approx(0.5)
-    row = "| `levers.json` | 1000 | 2 | 5.0 | zero-init | +20% | -20% | +2.0 |"
+    row = "| `levers.json` | 0.500 | 1000 | 2 | 5.0 | zero-init | +20% | -20% | +2.0 |"
     assert row in out.with_suffix(".md").read_text()
-    assert "planted after 60% of the twin's epochs" in capsys.readouterr().out  # 0.3 / (1 - 0.5)
+    assert "planted after 60% (r = 0.500) of the twin's epochs" in capsys.readouterr().out  # 0.3 / (1 - 0.5)
     for args, says in (([str(src), "--out", str(out)], "holds an earlier run's results"),
                        ([str(tmp_path / "none.json"), "--out", str(tmp_path / "o.json")], "none.json"),
                        ([str(out), "--out", str(tmp_path / "o.json")], "not a result file of lab/probes/gpt_levers")):

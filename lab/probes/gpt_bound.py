@@ -89,8 +89,8 @@ def table(files: dict[str, dict]) -> str:
     lines = [("Per problem: the ceiling (what the run would save reaching the twin's final validation bits after as "
               "many epochs of data as the twin), the saving measured, and the epochs of data it needed beyond the "
               "twin's (never: it did not reach them).\n"),
-             ("| file | seeds | planted after (host epochs) | twin epochs to its bits | lever | ceiling | saving | "
-              "extra epochs |"), "|---|---|---|---|---|---|---|---|"]
+             ("| file | r | seeds | planted after (host epochs) | twin epochs to its bits | lever | ceiling | saving | "
+              "extra epochs |"), "|---|---|---|---|---|---|---|---|---|"]
     for name, a in files.items():
         for lever, rows in a["levers"].items():
             cells = [", ".join(str(r["seed"]) for r in rows), ", ".join(str(r["host_epochs"]) for r in rows),
@@ -98,10 +98,12 @@ def table(files: dict[str, dict]) -> str:
                      ", ".join(fmt(r["ceiling"]) for r in rows), ", ".join(fmt(r["saving"]) for r in rows),
                      ", ".join("never" if r["grown_epochs"] is None else f"{r['grown_epochs'] - r['twin_epochs']:+.1f}"
                                for r in rows)]
-            lines.append(f"| `{name}` | " + " | ".join(cells) + " |")
-    r = next(iter(files.values()))["host_to_twin"]
-    lines.append(f"\nHost to twin compute per epoch: r = {r:.3f}. With no data penalty, saving {100 * TARGET:.0f}% "
-                 f"needs the block planted after {TARGET / (1 - r):.0%} of the twin's epochs to its bits.")
+            lines.append(f"| `{name}` | {a['host_to_twin']:.3f} | " + " | ".join(cells) + " |")
+    rs = sorted({round(a["host_to_twin"], 3) for a in files.values()}, reverse=True)
+    lines.append("\nr: the bare host's compute per epoch over the twin's. With no data penalty, saving "
+                 f"{100 * TARGET:.0f}% needs the blocks planted after "
+                 + ", ".join(f"{TARGET / (1 - r):.0%} (r = {r:.3f})" for r in rs)
+                 + " of the twin's epochs to its bits.")
     return "\n".join(lines)
 
 
