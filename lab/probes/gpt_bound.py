@@ -20,6 +20,7 @@ every lever and problem; it trains nothing.
 """
 import itertools
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,8 +58,8 @@ def split(episode: dict, twin: dict) -> dict[str, Any]:
     row = {"seed": episode["seed"], "target_bits": target, "twin_epochs": n, "twin_compute": twin_compute,
            "host_epochs": host_epochs, "ceiling": ceiling, "grown_epochs": m, "saving": None, "penalty": None,
            "bits_behind_at_twin_epochs": None}
-    if n <= len(episode["curve"]):  # the grown run's bits after the epochs the twin needed, less the target
-        i = min(len(episode["curve"]) - 1, max(0, round(n) - 1))
+    if n <= len(episode["curve"]):  # the grown run's bits after (at least) the epochs the twin needed, less the target
+        i = min(len(episode["curve"]), math.ceil(n)) - 1
         row["bits_behind_at_twin_epochs"] = episode["curve"][i][1] - target
     if m is not None:
         row["saving"] = 1.0 - at_epoch(episode["curve"], m) / twin_compute
