@@ -23,7 +23,8 @@ def run(features, ppo, selector_plan=None):
     eps += [ep("greedy", 7, 55.0), ep("greedy", 8, 45.0), ep("plan:A", 7, 50.0), ep("plan:A", 8, 40.0),
             ep("plan:B", 7, 59.0), ep("plan:B", 8, 49.0), ep("plan:A", 1, 99.0, phase="plan search"),
             ep("ppo", 1, 99.0, run_seed=0)]  # a tune seed: neither counts
-    problem = {"problem": "p", "best_rule_plan": "plan:A"} | ({"selector_plan": selector_plan} if selector_plan else {})
+    problem = {"problem": "p", "best_rule_plan": "plan:A", "oracle_plan": "plan:B"}
+    problem |= {"selector_plan": selector_plan} if selector_plan else {}
     return {"config": CONFIG | {"argv": ["--features", features]}, "summary": {"problems": [problem]}, "episodes": eps}
 
 

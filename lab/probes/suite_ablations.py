@@ -17,13 +17,15 @@ since the selector landed). It plays nothing. From the project root:
 import json
 import statistics
 import sys
+import types
 from pathlib import Path
 from typing import Any
+
+from selector import bench_arms, paired  # lab/probes/selector.py: how a benchmark's arms are read and paired
 
 from esper.cli import OneLineParser, add_overwrite_argument, earlier_results
 from esper.cli.runs import git_state
 from esper.leyline.files import OutputError, check_output_dir, json_text, relative_paths, write_files_atomic
-from esper.leyline.stats import mean_ci95
 
 FILES = ("results.json", "results.md")
 #: What every compared run must share (config keys): only the features may differ.
@@ -37,21 +39,19 @@ def features_of(r: dict) -> str:
     return argv[argv.index("--features") + 1] if "--features" in argv else "run-data"
 
 
-def cells(r: dict, controller: str, test: list[int]) -> dict[tuple[str, int], float]:
-    "Per (problem, test seed): the mean test accuracy of a controller's episodes (a policy's: over its run seeds)."
-    got: dict[tuple[str, int], list[float]] = {}
-    for e in r["episodes"]:
-        if e["controller"] == controller and e["seed"] in test and e.get("phase") is None:
-            got.setdefault((e["problem"], e["seed"]), []).append(e["test_accuracy"])
-    return {k: statistics.fmean(v) for k, v in got.items()}
+def arms(r: dict) -> dict[str, dict[tuple[str, int], float]]:
+    "A run's arms per (problem, test seed), as selector.py reads a benchmark (PPO and its replay: over run seeds)."
+    problems = types.SimpleNamespace(names=[p["problem"] for p in r["summary"]["problems"]])
+    return bench_arms(r, problems, r["config"]["test_seeds"])
 
 
-def named(r: dict, plans: dict[str, str], test: list[int]) -> dict[tuple[str, int], float]:
-    "Per (problem, test seed): the episode of each problem's named plan (the best rule's, the selector's)."
-    out = {}
-    for p, plan in plans.items():
-        out |= {k: v for k, v in cells(r, plan, test).items() if k[0] == p}
-    return out
+def plan_cells(r: dict, plans: dict[str, str], test: list[int]) -> dict[tuple[str, int], float]:
+    "Per (problem, test seed): the test accuracy of each problem's named plan (the selector's), every cell present."
+    got = {(e["problem"], e["seed"]): e["test_accuracy"] for e in r["episodes"]
+           if e["seed"] in test and plans.get(e["problem"]) == e["controller"]}
+    if missing := [(p, s) for p in plans for s in test if (p, s) not in got]:
+        raise ValueError(f"no episode of the selector's plan on {missing[0][0]} at seed {missing[0][1]}")
+    return got
 
 
 def per_run(r: dict) -> dict[int, float]:
@@ -64,41 +64,33 @@ def per_run(r: dict) -> dict[int, float]:
     return {k: statistics.fmean(v) for k, v in sorted(by.items())}
 
 
-def paired(a: dict, b: dict) -> dict[str, float]:
-    "a less b over the cells both hold: mean, 95% CI half-width, pairs."
-    keys = sorted(set(a) & set(b))
-    m, ci = mean_ci95([a[k] - b[k] for k in keys])
-    return {"mean": m, "ci95": ci, "n": len(keys)}
-
-
 def selector_cells(runs: dict[str, dict], selector: dict | None, test: list[int]) -> tuple[dict, str]:
     "The selector's cells: lab/probes/selector.py's results (`whole`) where given, or else a run's that played it."
     if selector is not None:
         plans = {p["problem"]: p["variants"]["whole"]["plan"] for p in selector["problems"]}
         plans = {p: v if v.startswith("plan:") else f"plan:{v}" for p, v in plans.items()}
-        return named(selector, plans, test), "lab/probes/selector.py's `whole` variant"
+        return plan_cells(selector, plans, test), "lab/probes/selector.py's `whole` variant"
     for name, r in runs.items():
         plans = {p["problem"]: p["selector_plan"] for p in r["summary"]["problems"] if "selector_plan" in p}
         if plans:
-            return named(r, plans, test), f"played in the `{name}` run"
+            return plan_cells(r, plans, test), f"played in the `{name}` run"
     raise ValueError("no run played the selector: give --selector (lab/probes/selector.py's results.json)")
 
 
 def compare(runs: dict[str, dict], selector: dict | None) -> dict[str, Any]:
     "Every policy's mean and run seeds; the full policy less each ablation; each policy less the rivals."
-    full = runs["full"]
-    test = full["config"]["test_seeds"]
-    sel, sel_from = selector_cells(runs, selector, test)
-    rules = {p["problem"]: p["best_rule_plan"] for p in full["summary"]["problems"]}
-    rivals = {"selector": sel, "greedy": cells(full, "greedy", test), "best rule": named(full, rules, test)}
+    sel, sel_from = selector_cells(runs, selector, runs["full"]["config"]["test_seeds"])
+    played = {name: arms(r) for name, r in runs.items()}
+    full = played["full"]
+    rivals = {"selector": sel, "greedy": full["greedy"], "best rule": full["best rule"]}
     out = {"selector_from": sel_from, "policies": {}, "full_less": {}}
     for name, r in runs.items():
-        ppo = cells(r, "ppo", test)
-        less = {k: paired(ppo, v) for k, v in rivals.items()} | {"open-loop": paired(ppo, cells(r, "open-loop", test))}
+        ppo = played[name]["ppo"]
+        less = {k: paired(ppo, v) for k, v in rivals.items()} | {"open-loop": paired(ppo, played[name]["open-loop"])}
         out["policies"][name] = {"features": features_of(r), "mean": statistics.fmean(ppo.values()),
                                  "run_seeds": per_run(r), "less": less, "git_commit": r["config"].get("git_commit")}
         if name != "full":
-            out["full_less"][name] = paired(cells(full, "ppo", test), ppo)
+            out["full_less"][name] = paired(full["ppo"], ppo)
     out["rivals"] = {k: statistics.fmean(v.values()) for k, v in rivals.items()}
     return out
 
