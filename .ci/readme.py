@@ -24,6 +24,7 @@ body, resources = MarkdownExporter().from_notebook_node(nb, resources={"output_f
 body = re.sub(rf"!\[png\]\(({re.escape(out.stem)}_files/{re.escape(out.stem)}_(\d+)_\d+\.png)\)",
               lambda m: f"![{alts.get(int(m.group(2)), 'png')}]({m.group(1)})", body)
 body = re.sub(r"\]\(([A-Za-z0-9_./-]+\.ipynb)", rf"]({src.parent.as_posix()}/\1", body)
+body = re.sub(r"\n{3,}", "\n\n", body)  # one blank line between blocks: nbconvert leaves up to four around outputs
 out.write_text(body)
 for name, data in resources.get("outputs", {}).items():
     (out.parent / name).parent.mkdir(parents=True, exist_ok=True)
