@@ -3,6 +3,7 @@
 Imported by the hidden cells of `results.ipynb` and `results_earlier.ipynb` (run from `nbs/`, as nbdev_test and the
 docs build run them); the leading underscore keeps it off the site.
 """
+
 import json
 import shlex
 from pathlib import Path
