@@ -16,11 +16,12 @@ DEV_STAMP := $(VENV)/.esper-dev-installed
 # `make run TRAIN_SUITE=train TEST_SUITE=heldout` is the same job at full size (many times the work).
 TRAIN_SUITE ?= small-train
 TEST_SUITE ?= small-test
-# 480 episodes keep the job a newcomer's few minutes (issue 75): with 960 the policy scored 59.5% on small-test, with
-# 480 58.5%, both a tie with the fixed rule (nbs/results/make_run/README.md). Telling problems apart reliably takes
-# about 480 compared episodes per problem (the lab notebook, "Enough episodes to tell problems apart"):
-# `make run PPO_EPISODES=2880` is closer to the suite benchmark, at six times the time.
-PPO_EPISODES ?= 480
+# 192 episodes keep the job within issue 75's 10 minutes on 2 AVX2 cores: from a fresh clone on a 2-core AMD EPYC
+# with AVX2 it took 7 min 8 s (PPO 62.8% on small-test), with 256 episodes 10 min 8 s (61.8%), with 480 13 min 36 s
+# (61.6%): nbs/results/make_run/README.md. One run seed each: a run's table moves by a few points for other reasons.
+# Telling problems apart reliably takes about 480 compared episodes per problem (the lab notebook, "Enough episodes
+# to tell problems apart"): `make run PPO_EPISODES=2880` is closer to the suite benchmark, at 15 times the training.
+PPO_EPISODES ?= 192
 # --device auto: on a machine with CUDA the policy and the host runs go to the GPU, still in one worker process per
 # core (faster there than one population on the GPU: see the README); elsewhere the CPU. --features run-data: the
 # policy also reads the budgets left, the sizes of host and data, and how ordered its inputs are, which tell the
