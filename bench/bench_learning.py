@@ -26,6 +26,7 @@ This script parses and checks the flags, runs the jobs and prints; the jobs are 
 import argparse
 import contextlib
 import io
+import json
 import os
 import platform
 import sys
@@ -58,6 +59,7 @@ from esper.tamiyo.features import FEATURE_SETS, policy_layout, union_layout
 from esper.tamiyo.learning_report import (check_targets, markdown_report, plot_learning_curves, plot_lifecycle, png,
                                           summarize_runs)
 from esper.tamiyo.plan_search import PlayCache
+from esper.tamiyo.plays import _row_problem  # what the play cache accepts as a row
 from esper.tamiyo.problems import SUITES, get_suite
 from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED
 from esper.tolaria import LR_SCHEDULES
@@ -206,6 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--no-peer", action="store_true",
       help="with --suite: leave out the MaskablePPO peer (about as long per run seed as its PPO training); its row "
            "says skipped, and a later --resume without this flag adds it")
+    a("--reuse-episodes", type=Path, nargs="+", default=[], metavar="RESULTS_JSON",
+      help="with --suite: earlier suite benchmarks' (or lab/probes/selector.py's) results.json files whose rules' "
+           "episodes are written into this run's plays.jsonl before it starts, so that a run changing only the "
+           "policy (an ablation) plays no rule again; an episode is used only where this run plays the same "
+           "problem, controller, seed and version (the cache's key), and a policy's never")
     a("--tune-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1000, 1001],
       help="with --suite: seeds that choose the oracle's plan, the best single rule and each policy's open-loop "
            "replay on every problem (default: 1000 1001)")
@@ -222,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
 def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argparse.Namespace:
     "Parse, fill the preset's values in, and refuse inconsistent settings with one line."
     args = ap.parse_args(argv)
-    suite_only = ("train_suite", "curve_suite", "tune_seeds", "no_peer", "train_on_held_out")
+    suite_only = ("train_suite", "curve_suite", "tune_seeds", "no_peer", "train_on_held_out", "reuse_episodes")
     given = [f for f in ("preset", "max_epochs", "max_batches", "param_budget", "lr_schedule", "schedules", *suite_only)
              if getattr(args, f) != ap.get_default(f)]
     idle = [f for f in given if (f in suite_only) == (args.suite is None)]
@@ -340,7 +347,8 @@ def resolve_args(ap: argparse.ArgumentParser, argv: list[str]|None=None) -> argp
 
 #: Flags a --resume may change: where and how the work runs, not what it computes (a later --resume without
 #: --no-peer adds the peer).
-RESUME_MAY_CHANGE = ("out", "resume", "overwrite", "workers", "env_workers", "keep_policies", "no_peer")
+RESUME_MAY_CHANGE = ("out", "resume", "overwrite", "workers", "env_workers", "keep_policies", "no_peer",
+                     "reuse_episodes")
 
 
 def changed_flags(ap: argparse.ArgumentParser, argv: list[str] | None, out: Path) -> str | None:
@@ -423,6 +431,27 @@ def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> N
     both = sorted(set(args.tune_seeds) & set(args.eval_seeds))
     if both:
         ap.error(f"seeds {both} are both --tune-seeds and --test-seeds: nothing may be chosen on a reporting seed")
+    try:  # read now: a file that is not one would otherwise fail after the first part's work
+        args.reused = reused_rows(args.reuse_episodes)
+    except ValueError as e:
+        ap.error(str(e))
+
+
+def reused_rows(
+    paths: list[Path],  # earlier results.json files (`--reuse-episodes`)
+) -> list[dict]:
+    """The rules' episodes of earlier results files: rows the play cache accepts, without a run seed (a policy's
+    episode or its open-loop replay has one); a `ValueError` naming the file where one has no episode list."""
+    rows = []
+    for path in paths:
+        try:
+            episodes = json.loads(Path(path).read_text())["episodes"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"--reuse-episodes {path}: not a results.json with its episodes ({e})") from None
+        if not isinstance(episodes, list):
+            raise ValueError(f"--reuse-episodes {path}: its 'episodes' is not a list of episodes")
+        rows += [r for r in episodes if _row_problem(r) is None and "run_seed" not in r]
+    return rows
 
 
 def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
@@ -442,6 +471,12 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     print(f"suite benchmark: {title}; {args.workers} workers -> {args.out}", flush=True)
     progress = lambda line: print(f"[{time.perf_counter() - t0:6.0f} s] {line}", flush=True)
     cache = PlayCache(Path(args.out) / "plays.jsonl")
+    if args.reuse_episodes:
+        new = [r for r in args.reused if r["key"] not in cache.rows]
+        for r in new:
+            cache.add(r)
+        print(f"reused {len(new)} rules' episodes of {', '.join(map(str, args.reuse_episodes))} "
+              f"({len(args.reused) - len(new)} already in plays.jsonl)", flush=True)
     tune, test = tuple(args.tune_seeds), tuple(args.eval_seeds)
     kept = f"the checkpoints and episodes in {args.out} are kept: run the same command with --resume to continue"
     parts = earlier_parts(Path(args.out), args.resume)

@@ -166,12 +166,34 @@ def test_a_job_is_kept_once_and_its_failure_raises_where_it_is_awaited():
     (["--train-suite", "train"], "give suites of one menu"),
     (["--tune-seeds", "2000"], "nothing may be chosen on a reporting seed"),
     (["--suite", "nope"], "unknown suite 'nope'"),
+    (["--reuse-episodes", "missing.json"], "--reuse-episodes missing.json: not a results.json with its episodes"),
 ])
 def test_bad_suite_flags_end_in_one_line_before_any_work(tmp_path, capsys, flags, line):
     with pytest.raises(SystemExit):
         _bench().main([*FLAGS, *flags, "--out", str(tmp_path / "o")])
     assert line in capsys.readouterr().err
     assert not (tmp_path / "o" / "plays.jsonl").exists()
+
+
+def test_an_ablation_reuses_the_rules_episodes_of_an_earlier_run(run, tmp_path, capsys):
+    "--reuse-episodes writes an earlier run's rule episodes into plays.jsonl first: only the policies play anew."
+    out, res = run
+    rules = [e for e in res["episodes"] if "run_seed" not in e]
+    assert rules and len(rules) < len(res["episodes"])  # the policies' and their replays' rows are left out
+    bench, new = _bench(), tmp_path / "ablation"
+    assert bench.main([*FLAGS, "--features", "signals", "--out", str(new), "--reuse-episodes",
+                       str(out / "results.json")]) == 0
+    assert f"reused {len(rules)} rules' episodes" in capsys.readouterr().out
+    lines = [json.loads(line) for line in (new / "plays.jsonl").read_text().splitlines()]
+    again = json.loads((new / "results.json").read_text())
+    replays = {e["key"] for e in again["episodes"] if e["controller"] == "open-loop"}
+    assert lines[:len(rules)] == rules  # written first; a rule's episode played again would be added below them
+    assert all(e["key"] in replays for e in lines[len(rules):])  # only the new policies' open-loop plans were played
+    rule_means = lambda r: {k: v for k, v in r["summary"]["means"].items() if k not in ("ppo", "open-loop")}
+    assert rule_means(again) == rule_means(res) and again["config"]["argv"][-2] == "--reuse-episodes"
+    with pytest.raises(SystemExit):  # without --suite it would change nothing: refused
+        bench.main(["--preset", "short", "--out", str(tmp_path / "x"), "--reuse-episodes", str(out / "results.json")])
+    assert "--reuse-episodes works with --suite only" in capsys.readouterr().err
 
 
 class _FakeVecNormalize:
