@@ -83,8 +83,10 @@ bench-learning: $(STAMP)
 # (nothing was chosen on them). The policy reads the run and its data (--features run-data) and trains on 2,880
 # episodes in groups of four on one task seed, each compared with its siblings (--group-baseline), 8 per update at a
 # rate of 1e-3: settings chosen on the tune problems (lab notebook, "Enough episodes to tell problems apart").
-# PPO's trainings take about an hour on a 2-core AMD EPYC, the MaskablePPO peer's at the same budget about as long
-# again: about 2 h 10 min in all (BENCH_SUITE_FLAGS=--no-peer leaves the peer out, and a later --resume adds it).
+# PPO's trainings take about an hour on a 2-core AMD EPYC with AVX-512, the MaskablePPO peer's at the same budget about
+# as long again: about 2 h 10 min in all (BENCH_SUITE_FLAGS=--no-peer leaves the peer out, and a later --resume adds
+# it). On a 2-core AMD EPYC with AVX2 at 2.0 GHz a training took about 5,200 s (two trainings' first 140 updates):
+# about 3.6 hours for PPO's five, over issue 75's 3 hours.
 # Run again with BENCH_SUITE_FLAGS=--resume to continue a cut run.
 BENCH_SUITE_FLAGS ?=
 bench-suite: $(STAMP) sb3-installed
