@@ -391,7 +391,8 @@ SUITE_FILES = ("results.json", "table.md", "paired.png", "scatter.png", "plans.p
 # `load_ppo_controller` play it); plays.jsonl, every rule's episode (a cache: --resume and --overwrite keep it);
 # maskable.jsonl, the peer's; parts.jsonl, one line per invocation that worked on these results (its start, seconds,
 # commit, flags and how it ended: complete, stopped or failed), also written when one is stopped; a --resume adds to
-# it, anything else starts it again. results.json's config lists the parts.
+# it, anything else starts it again. results.json's config lists the parts. An ablation (the same run with another
+# --features) need not play the rules again: --reuse-episodes with the earlier run's results.json seeds plays.jsonl.
 # `make bench-suite`, or in seconds on the `tiny` suite:
 #     python bench/bench_learning.py --suite tiny --train-suite tiny --curve-suite tiny --run-seeds 0 --episodes 4 \\
 #         --n-envs 2 --tune-seeds 1000 --test-seeds 2000 --curve-seeds 1000 --eval-every 2 --workers 2 --out /tmp/bs
