@@ -59,7 +59,6 @@ from esper.tamiyo.features import FEATURE_SETS, policy_layout, union_layout
 from esper.tamiyo.learning_report import (check_targets, markdown_report, plot_learning_curves, plot_lifecycle, png,
                                           summarize_runs)
 from esper.tamiyo.plan_search import PlayCache
-from esper.tamiyo.plays import _row_problem  # what the play cache accepts as a row
 from esper.tamiyo.problems import SUITES, get_suite
 from esper.tasks import HELDOUT_SEEDS_FROM, TRAINING_DATA_SEED
 from esper.tolaria import LR_SCHEDULES
@@ -441,8 +440,8 @@ def check_suite_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> N
 def reused_rows(
     paths: list[Path],  # earlier results.json files (`--reuse-episodes`)
 ) -> list[dict]:
-    """The rules' episodes of earlier results files: rows the play cache accepts, without a run seed (a policy's
-    episode or its open-loop replay has one); a `ValueError` naming the file where one has no episode list."""
+    """The rules' episodes of earlier results files: those without a run seed (a policy's episode or its open-loop
+    replay has one), for `PlayCache.adopt`; a `ValueError` naming the file where one has no episode list."""
     rows = []
     for path in paths:
         try:
@@ -451,7 +450,7 @@ def reused_rows(
             raise ValueError(f"--reuse-episodes {path}: not a results.json with its episodes ({e})") from None
         if not isinstance(episodes, list):
             raise ValueError(f"--reuse-episodes {path}: its 'episodes' is not a list of episodes")
-        rows += [r for r in episodes if _row_problem(r) is None and "run_seed" not in r]
+        rows += [r for r in episodes if isinstance(r, dict) and "run_seed" not in r]
     return rows
 
 
@@ -473,11 +472,9 @@ def run_suite(args: argparse.Namespace, argv: list[str]|None) -> int:
     progress = lambda line: print(f"[{time.perf_counter() - t0:6.0f} s] {line}", flush=True)
     cache = PlayCache(Path(args.out) / "plays.jsonl")
     if args.reuse_episodes:
-        new = [r for r in args.reused if r["key"] not in cache.rows]
-        for r in new:
-            cache.add(r)
-        print(f"reused {len(new)} rules' episodes of {', '.join(map(str, args.reuse_episodes))} "
-              f"({len(args.reused) - len(new)} already in plays.jsonl)", flush=True)
+        n = cache.adopt(args.reused)
+        print(f"reused {n} rules' episodes of {', '.join(map(str, args.reuse_episodes))} "
+              f"({len(args.reused) - n} already in plays.jsonl or not episodes it reads)", flush=True)
     tune, test = tuple(args.tune_seeds), tuple(args.eval_seeds)
     kept = f"the checkpoints and episodes in {args.out} are kept: run the same command with --resume to continue"
     parts = earlier_parts(Path(args.out), args.resume)

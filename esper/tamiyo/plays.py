@@ -153,6 +153,18 @@ class PlayCache:
                     os.fsync(f.fileno())
                 self._torn = False
 
+    def adopt(
+        self,
+        rows: list[Any],  # another run's rows (an earlier benchmark's episodes)
+    ) -> int:
+        "Keep those of `rows` that this cache would read from its file and does not hold yet, as `add` does; how many."
+        n = 0
+        for r in rows:
+            if _row_problem(r) is None and r["key"] not in self.rows:  # a row given twice is kept once
+                self.add(r)
+                n += 1
+        return n
+
 
 def _worker_start() -> None:
     "A worker of `map_episodes` ignores Ctrl-C: its parent stops it, and no worker prints a traceback of its own."
