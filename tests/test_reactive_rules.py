@@ -57,6 +57,7 @@ def test_two_tiny_problems_end_to_end(tmp_path, capsys):
     assert r["paired"]["ppo (b) less replant rule"]["all"][0] == pytest.approx(60.0 - rule)
     assert r["paired"]["hindsight oracle less replant rule"]["all"][0] == pytest.approx(56.0 - rule)
     assert r["means"]["ppo (a)"]["all"] == 50.0 and r["means"]["selector"]["all"] == 51.0
+    assert r["per_problem"]["digits-noisy-duds"] == {k: v["all"] for k, v in r["means"].items()}  # one problem
     t = r["target"]
     assert t["asks"] == pytest.approx(t["best_rival_mean"] + 3) and t["hindsight"] == 56.0
     assert t["best_rival_mean"] == max(r["means"][k]["all"] for k in ("replant rule", "reactive rule", "greedy",

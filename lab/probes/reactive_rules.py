@@ -99,6 +99,10 @@ def markdown(r: dict) -> str:
     lines += [f"| {a} | " + " | ".join(f"{v[w]:.1f}" for w in KINDS) + " |" for a, v in m.items()]
     lines += ["", "| paired difference (95% CI) | all | sound | failing |", "|---|---|---|---|"]
     lines += [f"| {k} | " + " | ".join(fmt(v[w]) for w in KINDS) + " |" for k, v in r["paired"].items()]
+    cols = list(m)
+    lines += ["", "Per problem, all test episodes:", "", "| problem | " + " | ".join(cols) + " |",
+              "|---|" + "---|" * len(cols)]
+    lines += [f"| {p} | " + " | ".join(f"{v[a]:.1f}" for a in cols) + " |" for p, v in r["per_problem"].items()]
     t = r["target"]
     lines += ["", f"The target asks PPO for {t['asks']:.1f}: the best of the reactive rules, the greedy rule and the "
               f"best single plan ({t['best_rival']}, {t['best_rival_mean']:.1f}) + 3. The hindsight oracle, which "
@@ -191,6 +195,8 @@ def main(argv: list[str] | None = None) -> None:
            if b in first}
     pr |= {f"{b} less replant rule": paired(first[b], mine["replant rule"], keys)
            for b in ("tuned replant", "hindsight oracle") if b in first}
+    per_problem = {p.name: {k: statistics.fmean(v[(p.name, str(s))] for s in a.test_seeds) for k, v in arms.items()}
+                   for p in suite.problems}
     rivals = {k: mean[k]["all"] for k in (*mine, "greedy", "best rule") if k in mean}
     best = max(rivals, key=rivals.get)
     r = {
@@ -199,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
                    "tune_seeds": a.tune_seeds, "test_seeds": a.test_seeds, "splits": a.split, "plans": a.plans,
                    **git_state(Path.cwd())},
         "cost": {"tune_episodes": len(tuning), "test_episodes": len(jobs)},
-        "rules": rules, "tune_means": means, "chosen": chosen, "means": mean, "paired": pr,
+        "rules": rules, "tune_means": means, "chosen": chosen, "means": mean, "paired": pr, "per_problem": per_problem,
         "target": {"best_rival": best, "best_rival_mean": rivals[best], "asks": rivals[best] + 3,
                    "hindsight": mean.get("hindsight oracle", {}).get("all", float("nan"))},
         "seconds": round(time.perf_counter() - t0, 1), "episodes_played": len(played),
