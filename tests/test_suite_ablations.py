@@ -41,14 +41,14 @@ def test_side_by_side(tmp_path, capsys):
     r = json.loads((out / "results.json").read_text())
     assert r["selector_from"] == "played in the `run` run"
     assert r["rivals"] == {"selector": 54.0, "greedy": 50.0, "best rule": 45.0}
-    assert r["full_less"]["run"] == {"mean": 2.0, "ci95": 0.0, "n": 2}
+    assert r["full_less"]["run"] == {"mean": 2.0, "ci95": 0.0, "n": 2, "run_seeds": [0, 1]}
     f, a = r["policies"]["full"], r["policies"]["run"]
     assert (f["features"], f["mean"], f["run_seeds"]) == ("run-data", 56.0, {"0": 55.0, "1": 57.0})
     assert f["less"]["selector"]["mean"] == 2.0 and a["less"]["selector"]["mean"] == 0.0
     assert a["less"]["open-loop"]["mean"] == 1.0 and a["less"]["greedy"]["mean"] == 4.0
     assert "| run | `run` | 54.0 | 53.0, 55.0 | +0.00 ± 0.00 | +1.00 ± 0.00 | +4.00 ± 0.00 | +9.00 ± 0.00 |" in \
         (out / "results.md").read_text()
-    assert "less the `run` ablation: +2.00 ± 0.00 (2 pairs)" in capsys.readouterr().out
+    assert "less the `run` ablation: +2.00 ± 0.00 (2 pairs; both on run seeds 0, 1)" in capsys.readouterr().out
     given = {"problems": [{"problem": "p", "variants": {"whole": {"plan": "A"}}}],  # selector.py's results
              "episodes": [ep("plan:A", 7, 50.0), ep("plan:A", 8, 40.0)]}
     out2 = tmp_path / "out2"
@@ -58,15 +58,32 @@ def test_side_by_side(tmp_path, capsys):
     assert r["selector_from"] == "lab/probes/selector.py's `whole` variant" and r["rivals"]["selector"] == 45.0
 
 
+def test_an_ablation_of_some_run_seeds(tmp_path):
+    "An ablation that trained run seed 1 alone is paired with the full policy's run seed 1, not its mean of two."
+    full = write(tmp_path, "full.json", run("run-data", {0: (60.0, 50.0), 1: (64.0, 56.0)}))
+    one = run("signals", {1: (61.0, 52.0)}, selector_plan="plan:B")
+    one["config"] = one["config"] | {"run_seeds": [1]}
+    out = tmp_path / "out"
+    one = write(tmp_path, "one.json", one)
+    assert sa.main(["--bench", full, "--ablation", f"signals={one}", "--out", str(out)]) == 0
+    r = json.loads((out / "results.json").read_text())
+    assert r["full_less"]["signals"] == {"mean": 3.5, "ci95": pytest.approx(6.35, abs=0.01), "n": 2, "run_seeds": [1]}
+    assert r["policies"]["full"]["mean"] == 57.5 and r["policies"]["signals"]["run_seeds"] == {"1": 56.5}
+
+
 def test_refusals_in_one_line(tmp_path, capsys):
     full = write(tmp_path, "full.json", run("run-data", {0: (60.0, 50.0), 1: (62.0, 52.0)}))
     other = run("run", {0: (58.0, 48.0), 1: (60.0, 50.0)})
     other["config"]["episodes"] = 32
     longer = write(tmp_path, "longer.json", other)
     plain = write(tmp_path, "plain.json", run("run", {0: (58.0, 48.0), 1: (60.0, 50.0)}))
+    more = run("run", {0: (58.0, 48.0), 2: (60.0, 50.0)})
+    more["config"] = more["config"] | {"run_seeds": [0, 2]}
+    more = write(tmp_path, "more.json", more)
     (tmp_path / "done").mkdir()
     (tmp_path / "done" / "results.json").write_text("{}")
     for args, says in ((["--ablation", f"run={longer}"], "differs from --bench in episodes"),
+                       (["--ablation", f"run={more}"], "trained run seed 2, which --bench did not"),
                        (["--ablation", plain], "--ablation takes NAME=FILE"),
                        (["--ablation", f"full={plain}"], "distinct and not 'full'"),
                        (["--ablation", f"run={plain}"], "no run played the selector: give --selector"),

@@ -3,9 +3,10 @@
 Issue 75 asks whether the policy earns its features: the same benchmark run again with the policy reading less
 (`--features run`: without the data block; `--features signals`: the training signals only) is an ablation. This
 probe reads the benchmark's results.json (`--bench`) and each ablation's (`--ablation NAME=FILE`), refuses runs that
-differ in anything but the features (suite and version, train suite, test and run seeds, episodes), and prints per
-policy its mean, its run seeds, and paired differences (mean ± 95% CI over the problem x test seed cells, each
-policy taken as the mean of its run seeds): the full policy less each ablation, and each policy less the selector,
+differ in anything but the features (suite and version, train suite, test seeds, episodes) and the run seeds (an
+ablation may train some of the benchmark's), and prints per policy its mean, its run seeds, and paired differences
+(mean ± 95% CI over the problem x test seed cells, each policy taken as the mean of its run seeds): the full policy
+less each ablation (both on the ablation's run seeds), and each policy less the selector,
 its own plans replayed blind (open-loop), the greedy rule and the best single rule. The selector is
 `lab/probes/selector.py`'s (`--selector`, its results.json), or else the one a run played (the benchmark plays it
 since the selector landed). It plays nothing. From the project root:
@@ -28,8 +29,9 @@ from esper.cli.runs import git_state
 from esper.leyline.files import OutputError, check_output_dir, json_text, relative_paths, write_files_atomic
 
 FILES = ("results.json", "results.md")
-#: What every compared run must share (config keys): only the features may differ.
-SAME = ("suite", "train_suite", "test_seeds", "run_seeds", "episodes", "tune_seeds")
+#: What every compared run must share (config keys): only the features may differ, and an ablation's run seeds may
+#: be some of the benchmark's.
+SAME = ("suite", "train_suite", "test_seeds", "episodes", "tune_seeds")
 RIVALS = ("selector", "open-loop", "greedy", "best rule")
 
 
@@ -43,6 +45,11 @@ def arms(r: dict) -> dict[str, dict[tuple[str, int], float]]:
     "A run's arms per (problem, test seed), as selector.py reads a benchmark (PPO and its replay: over run seeds)."
     problems = types.SimpleNamespace(names=[p["problem"] for p in r["summary"]["problems"]])
     return bench_arms(r, problems, r["config"]["test_seeds"])
+
+
+def on_run_seeds(r: dict, seeds: list[int]) -> dict:
+    "The run with only the policies of the given run seeds (and every rule's episode)."
+    return r | {"episodes": [e for e in r["episodes"] if e.get("run_seed") is None or e["run_seed"] in seeds]}
 
 
 def plan_cells(r: dict, plans: dict[str, str], test: list[int]) -> dict[tuple[str, int], float]:
@@ -89,8 +96,10 @@ def compare(runs: dict[str, dict], selector: dict | None) -> dict[str, Any]:
         less = {k: paired(ppo, v) for k, v in rivals.items()} | {"open-loop": paired(ppo, played[name]["open-loop"])}
         out["policies"][name] = {"features": features_of(r), "mean": statistics.fmean(ppo.values()),
                                  "run_seeds": per_run(r), "less": less, "git_commit": r["config"].get("git_commit")}
-        if name != "full":
-            out["full_less"][name] = paired(full["ppo"], ppo)
+        if name != "full":  # the full policy on the ablation's run seeds: the same seeds, only the features differ
+            seeds = r["config"]["run_seeds"]
+            same = full if seeds == runs["full"]["config"]["run_seeds"] else arms(on_run_seeds(runs["full"], seeds))
+            out["full_less"][name] = paired(same["ppo"], ppo) | {"run_seeds": seeds}
     out["rivals"] = {k: statistics.fmean(v.values()) for k, v in rivals.items()}
     return out
 
@@ -108,7 +117,8 @@ def markdown(c: dict, suite: str) -> str:
                      + " | ".join(pm(p["less"][k]) for k in RIVALS) + " |")
     lines.append("\nRivals: " + ", ".join(f"{k} {v:.1f}" for k, v in c["rivals"].items()) + ".")
     for name, d in c["full_less"].items():
-        lines.append(f"\nThe full policy less the `{name}` ablation: {pm(d)} ({d['n']} pairs).")
+        lines.append(f"\nThe full policy less the `{name}` ablation: {pm(d)} ({d['n']} pairs; both on run seeds "
+                     f"{', '.join(map(str, d['run_seeds']))}).")
     return "\n".join(lines)
 
 
@@ -142,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
                 raise ValueError(f"{paths[n]}: not a suite benchmark's results.json")
             if diff := [k for k in SAME if r["config"].get(k) != runs["full"]["config"].get(k)]:
                 raise ValueError(f"{paths[n]} differs from --bench in {', '.join(diff)}: not an ablation of it")
+            if extra := sorted(set(r["config"]["run_seeds"]) - set(runs["full"]["config"]["run_seeds"])):
+                raise ValueError(f"{paths[n]} trained run seed {extra[0]}, which --bench did not: not an "
+                                 "ablation of it")
         c = compare(runs, selector)
     except (OutputError, OSError, ValueError, KeyError) as e:
         ap.error(str(e))
