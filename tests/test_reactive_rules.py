@@ -19,14 +19,14 @@ def _probe():
     return module
 
 
-def _suites() -> tuple[str, str]:
-    "Two one-problem suites of `tiny`'s problems whose `global_mix` seeds fail in half the episodes."
+def _suites(monkeypatch) -> tuple[str, str]:
+    "Two one-problem suites of `tiny`'s problems whose `global_mix` seeds fail in half the episodes (this test's only)."
     from esper.tamiyo.events import SeedFailure
-    from esper.tamiyo.problems import TINY, Suite, register_suite
+    from esper.tamiyo.problems import SUITES, TINY, Suite
 
     fail = SeedFailure(("global_mix",), 0.5)
     for name, p in (("tiny-duds-tune", "mnist1d-small"), ("tiny-duds-test", "digits-noisy")):
-        register_suite(Suite(name, 1, (replace(TINY[p], name=f"{p}-duds", event=fail),), "for tests"))
+        monkeypatch.setitem(SUITES, name, Suite(name, 1, (replace(TINY[p], name=f"{p}-duds", event=fail),), "tests"))
     return "tiny-duds-tune", "tiny-duds-test"
 
 
@@ -40,8 +40,8 @@ def _split(tmp_path: Path, ppo: float) -> Path:
     return path
 
 
-def test_two_tiny_problems_end_to_end(tmp_path, capsys):
-    tune, test = _suites()
+def test_two_tiny_problems_end_to_end(tmp_path, capsys, monkeypatch):
+    tune, test = _suites(monkeypatch)
     probe = _probe()
     args = ["--tune-suites", tune, "--suite", test, "--tune-seeds", "1000", "1001", "--test-seeds", "2000", "2001",
             "--plans", "global_mix@block1/1", "--split", f"a={_split(tmp_path, 50.0)}", f"b={_split(tmp_path, 60.0)}",
@@ -84,8 +84,8 @@ def test_two_tiny_problems_end_to_end(tmp_path, capsys):
     (["--test-seeds", "2005"], "no PPO episode on digits-noisy-duds at test seed 2005"),
     (["--plans", "conv_heavy@block1/1"], "no plan and fallback every problem can play"),
 ])
-def test_bad_flags_end_in_one_line(tmp_path, capsys, flags, message):
-    tune, test = _suites()
+def test_bad_flags_end_in_one_line(tmp_path, capsys, monkeypatch, flags, message):
+    tune, test = _suites(monkeypatch)
     args = {"--tune-suites": [tune], "--suite": [test], "--tune-seeds": ["1000"], "--test-seeds": ["2000", "2001"],
             "--split": [f"a={_split(tmp_path, 50.0)}"], "--plans": ["global_mix@block1/1"]}
     args |= {flags[0]: flags[1:]}
