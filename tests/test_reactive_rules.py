@@ -81,7 +81,8 @@ def test_two_tiny_problems_end_to_end(tmp_path, capsys, monkeypatch):
     (["--test-seeds", "1000"], "must not share a seed"),
     (["--tune-suites", "tiny-duds-test"], "share a problem with --suite"),
     (["--split", "a=missing.json"], "not a duds split's split.json"),
-    (["--test-seeds", "2005"], "no PPO episode on digits-noisy-duds at test seed 2005"),
+    (["--test-seeds", "2005"], "no ppo episode on digits-noisy-duds at test seed 2005"),
+    (["--split", "nameless.json"], "--split takes distinct NAME=SPLIT_JSON"),
     (["--plans", "conv_heavy@block1/1"], "no plan and fallback every problem can play"),
 ])
 def test_bad_flags_end_in_one_line(tmp_path, capsys, monkeypatch, flags, message):

@@ -142,14 +142,18 @@ def main(argv: list[str] | None = None) -> None:
         ap.error(f"--tune-suites share a problem with --suite {suite.name}: the rules are tuned on other problems")
     splits = {}
     for item in a.split:
-        name, _, path = item.partition("=")
+        name, eq, path = item.partition("=")
+        if not eq or not name or name in splits:
+            ap.error(f"--split takes distinct NAME=SPLIT_JSON (got {item!r})")
         try:
             splits[name] = read_split(path)
-            missing = [(p, s) for p in suite.names for s in a.test_seeds if (p, str(s)) not in splits[name]["ppo"]]
+            missing = [(arm, p, s) for arm in ("ppo", "open-loop") for p in suite.names for s in a.test_seeds
+                       if (p, str(s)) not in splits[name][arm]]
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             ap.error(f"--split {item}: not a duds split's split.json ({type(e).__name__}: {e})")
         if missing:
-            ap.error(f"--split {item}: no PPO episode on {missing[0][0]} at test seed {missing[0][1]}")
+            arm, p, s = missing[0]
+            ap.error(f"--split {item}: no {arm} episode on {p} at test seed {s}")
     rules = {"replant rule": replant_rules([*tune_problems, *suite.problems], tuple(a.plans)),
              "reactive rule": list(REACTIVE_GRID)}
     if not rules["replant rule"]:
