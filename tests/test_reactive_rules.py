@@ -3,6 +3,7 @@ judged on the other, paired with a duds split's arms; a rerun plays nothing (the
 replaced by accident, and bad flags end in one line."""
 import importlib.util
 import json
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,7 +13,10 @@ TEST_SEEDS = [2000, 2001]
 
 
 def _probe():
-    path = Path(__file__).resolve().parents[1] / "lab" / "probes" / "reactive_rules.py"
+    probes = Path(__file__).resolve().parents[1] / "lab" / "probes"
+    if str(probes) not in sys.path:  # it imports selector.py beside it, as running it as a script does
+        sys.path.insert(0, str(probes))
+    path = probes / "reactive_rules.py"
     spec = importlib.util.spec_from_file_location("reactive_rules_probe", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -22,12 +22,13 @@ import sys
 import time
 from pathlib import Path
 
-from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
+from selector import open_outputs, row_printer  # lab/probes/selector.py: --out and --cache checked, rows said
+
+from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, positive_int, seed_int
 from esper.cli.runs import git_state, stoppable_pool, stops_in_one_line
-from esper.leyline.files import OutputError, check_output_dir, check_output_file, json_text, relative_paths, \
-    write_files_atomic
+from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.leyline.stats import mean_ci95
-from esper.tamiyo.plan_search import REACTIVE_GRID, Play, PlayCache, as_played, fresh_model, run_plays
+from esper.tamiyo.plan_search import REACTIVE_GRID, Play, as_played, fresh_model, run_plays
 from esper.tamiyo.plans import Germination, Plan, fits
 from esper.tamiyo.problems import SUITES, get_suite
 import esper.tamiyo.suites  # noqa: F401  (registers the duds suites)
@@ -158,20 +159,8 @@ def main(argv: list[str] | None = None) -> None:
              "reactive rule": list(REACTIVE_GRID)}
     if not rules["replant rule"]:
         ap.error("--plans: no plan and fallback every problem can play")
-    found = earlier_results(a.out, FILES)
-    if found and not a.overwrite:
-        ap.error(f"--out {a.out} already holds an earlier run's results ({', '.join(found)}); pass --overwrite to "
-                 "replace them (the episode cache is kept either way), or choose another --out")
-    try:
-        check_output_dir(a.out, "--out")
-        check_output_file(a.cache, "--cache")
-        cache = PlayCache(a.cache)
-    except (OutputError, PermissionError) as e:
-        ap.error(str(e))
-    t0, played = time.perf_counter(), []
-    on_row = lambda row: played.append(row) or print(
-        f"{row['problem']} {row['controller']} seed {row['seed']}: {row['test_accuracy']:.1f}% ({row['seconds']:.0f} s)",
-        flush=True)
+    cache = open_outputs(ap, a.out, a.cache, a.overwrite, FILES)
+    t0, (played, on_row) = time.perf_counter(), row_printer()
     with stops_in_one_line("reactive_rules.py", f"the episodes played so far are kept in {a.cache}"):
         with stoppable_pool(a.workers) if a.workers > 1 else contextlib.nullcontext() as pool:
             every = [r for family in rules.values() for r in family]

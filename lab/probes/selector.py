@@ -15,6 +15,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, earlier_results, positive_int, seed_int
@@ -66,6 +67,28 @@ def replay_check(bench: dict, rows: list[dict]) -> dict:
     gaps = [abs(r["test_accuracy"] - theirs[k]) for r in rows
             if (k := (r["problem"], r["controller"], r["seed"])) in theirs]
     return {"shared": len(gaps), "identical": sum(g == 0 for g in gaps), "max_gap": max(gaps, default=0.0)}
+
+
+def open_outputs(ap, out: str, cache: str, overwrite: bool, files: tuple[str, ...] = FILES) -> PlayCache:
+    """Before any episode: refuse (one line through `ap`) an --out that holds an earlier run's results without
+    --overwrite, or an --out or --cache that cannot be written; the episode cache, opened."""
+    found = earlier_results(out, files)
+    if found and not overwrite:
+        ap.error(f"--out {out} already holds an earlier run's results ({', '.join(found)}); pass --overwrite to "
+                 "replace them (the episode cache is kept either way), or choose another --out")
+    try:
+        check_output_dir(out, "--out")
+        check_output_file(cache, "--cache")
+        return PlayCache(cache)
+    except (OutputError, PermissionError) as e:
+        ap.error(str(e))
+
+
+def row_printer() -> tuple[list[dict], Callable[[dict], None]]:
+    "The episodes played in this run (a list `run_plays` fills through the callback) and the callback, which says each."
+    played: list[dict] = []
+    said = lambda row: f"{row['problem']} {row['controller']} seed {row['seed']}: {row['test_accuracy']:.1f}%"
+    return played, lambda row: played.append(row) or print(f"{said(row)} ({row['seconds']:.0f} s)", flush=True)
 
 
 def markdown(r: dict) -> str:
@@ -138,19 +161,8 @@ def main(argv: list[str] | None = None) -> None:
     test = a.test_seeds or list(summary["test_seeds"])
     if set(a.tune_seeds) & set(test):
         ap.error("--tune-seeds and the test seeds must not share a seed: nothing may be chosen on a reporting seed")
-    found = earlier_results(a.out, FILES)
-    if found and not a.overwrite:
-        ap.error(f"--out {a.out} already holds an earlier run's results ({', '.join(found)}); pass --overwrite to "
-                 "replace them (the episode cache is kept either way), or choose another --out")
-    try:
-        check_output_dir(a.out, "--out")
-        check_output_file(a.cache, "--cache")
-        cache = PlayCache(a.cache)
-    except (OutputError, PermissionError) as e:
-        ap.error(str(e))
-    t0, played = time.perf_counter(), []
-    said = lambda row: f"{row['problem']} {row['controller']} seed {row['seed']}: {row['test_accuracy']:.1f}%"
-    on_row = lambda row: played.append(row) or print(f"{said(row)} ({row['seconds']:.0f} s)", flush=True)
+    cache = open_outputs(ap, a.out, a.cache, a.overwrite)
+    t0, (played, on_row) = time.perf_counter(), row_printer()
     with stops_in_one_line("selector.py", f"the episodes played so far are kept in {a.cache}"):
         with stoppable_pool(a.workers) if a.workers > 1 else contextlib.nullcontext() as pool:
             tuning = [Play(p, c, s) for p in train.problems for c in plan_controllers(p) for s in a.tune_seeds]
