@@ -214,15 +214,19 @@ class ReplantTamiyo:
     def __init__(
         self,
         plan: Plan | str,  # the plan, or its written form
-        fallback: str,  # the blueprint planted in a pruned seed's slot
+        fallback: str,  # the blueprint planted in a pruned seed's slot, or several by preference: "a,b"
         after: int = 1,  # epochs in TRAINING before a seed is judged
         still: float = STILL_GRADIENT_NORM,  # a seed whose gradient norm (epoch mean) is at most this is not learning
     ):
-        if not fallback or "~" in fallback or "@" in fallback:
-            raise ValueError(f"replant: fallback must be a blueprint name (got {fallback!r})")
+        names = fallback.split(",") if isinstance(fallback, str) else []
+        if not names or any(not b or "~" in b or "@" in b for b in names) or len(set(names)) < len(names):
+            raise ValueError(
+                f"replant: fallback must be a blueprint name, or distinct ones joined by ',' (got {fallback!r})"
+            )
         if isinstance(after, bool) or not isinstance(after, int) or after < 1:
             raise ValueError(f"replant: after must be an integer >= 1 (got {after!r})")
         self.inner, self.fallback, self.after, self.still = PlanTamiyo(plan), fallback, after, float(still)
+        self.fallbacks = tuple(names)
         self.plan = self.inner.plan
         self.name = f"replant:{self.plan}~{fallback}"
         self.reset()
@@ -232,6 +236,7 @@ class ReplantTamiyo:
         self.inner.reset()
         self.judged: set[str] = set()  # slots whose seed was pruned (replanted once, never judged again)
         self.waiting: list[str] = []  # pruned slots waiting for their fallback
+        self.failed: set[str] = set()  # blueprints of the seeds pruned this episode: never a fallback
 
     def decide(self, observation: dict[str, Any], model: Any) -> TamiyoAction:
         for slot, st in model.seed_states().items():
@@ -245,11 +250,13 @@ class ReplantTamiyo:
             ):
                 self.judged.add(slot)
                 self.waiting.append(slot)
+                self.failed.add(st.blueprint_id)
                 why = f"{self.name}: gradient norm {st.telemetry.gradient_norm:.2g}, not learning"
                 return TamiyoAction(LifecycleOp.PRUNE, slot, reason=why)
         for slot in self.waiting:
             if model.slot(slot).stage == SeedStage.DORMANT:
                 self.waiting.remove(slot)
-                if model.fits(slot, self.fallback) and fits(model, [Germination(1, slot, self.fallback)]):
-                    return TamiyoAction(LifecycleOp.GERMINATE, slot, self.fallback, reason=f"{self.name}: replant")
+                for b in (b for b in self.fallbacks if b not in self.failed):
+                    if model.fits(slot, b) and fits(model, [Germination(1, slot, b)]):
+                        return TamiyoAction(LifecycleOp.GERMINATE, slot, b, reason=f"{self.name}: replant")
         return self.inner.decide(observation, model)
