@@ -253,7 +253,7 @@ class ReplantTamiyo:
                 self.failed.add(st.blueprint_id)
                 why = f"{self.name}: gradient norm {st.telemetry.gradient_norm:.2g}, not learning"
                 return TamiyoAction(LifecycleOp.PRUNE, slot, reason=why)
-        for slot in self.waiting:
+        for slot in list(self.waiting):  # a copy: a slot given up on leaves the list as it is read
             if model.slot(slot).stage == SeedStage.DORMANT:
                 self.waiting.remove(slot)
                 for b in (b for b in self.fallbacks if b not in self.failed):

@@ -1,0 +1,271 @@
+"""Longer runs: does a data shift leave more room for reacting in 30 epochs than in 10, and does a rule with one
+setting take it? (issue 75, item 4: what longer runs buy)
+
+Four MNIST-1D problems of 30 epochs (three times the suites' ten; compute budgets scaled alike), whose data shifts at an epoch
+drawn in 8-16 in half the episodes (the draw reads only the task seed): two lose their order (`shuffle_seq`), where
+ten-epoch runs found the shift came too late to reward another plan (lab page 16), and two gain correlated noise,
+which lowers every plan alike. On the tune seeds (default 1000 and 1006 keep their data, 1002 and 1004 shift at
+epochs 11 and 12) it plays the plans below and every rule, and chooses per problem the open-loop oracle (the best plan),
+the hindsight oracle (the best plan on the tune episodes that keep their data, and the best on those that shift) and
+the best rule, and over all four problems the rule with one setting of each kind:
+- `switch:<plan>~<fallback>/<drop>` (this probe's, registered here only): plays the plan but keeps its seeds in
+  HOLDING, prunable, instead of fossilizing them; once validation accuracy falls `drop` points below its best, it
+  prunes every live seed not of the fallback's blueprint and grows the fallback in each freed slot after the embargo;
+- `reactive:<k>/<x>` (the heuristic's plateau and contribution knobs, as in the plan search).
+Each chosen arm plays the test seeds (default: the first five seeds from 2000 on whose data shifts, at epochs 11-14,
+and the first five whose data does not, so that the mean over all is at the event's chance of one half); it prints
+and writes the test accuracy per problem and over each kind, on all, kept and shifted episodes, and the paired
+differences (95% CIs over problems x test seeds). From the project root (one process: `switch` lives in this script):
+
+    OMP_NUM_THREADS=1 .venv/bin/python lab/probes/long_shifts.py --cache runs/long_shifts/plays.jsonl \
+        --out nbs/results/long_shifts
+"""
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from selector import open_outputs, row_printer  # lab/probes/selector.py: --out and --cache checked, rows said
+
+from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, seed_int
+from esper.cli.runs import git_state, stops_in_one_line
+from esper.leyline import LIVE_STAGES, LifecycleOp, SeedStage
+from esper.leyline.files import json_text, relative_paths, write_files_atomic
+from esper.leyline.stats import mean_ci95
+from esper.tamiyo.controllers import CONTROLLER_REGISTRY, register_controller
+from esper.tamiyo.events import DataShift
+from esper.tamiyo.features import ops_allowed
+from esper.tamiyo.plan_search import REACTIVE_GRID, Play, as_played, run_plays
+from esper.tamiyo.plans import Germination, PlanTamiyo, fits
+from esper.tamiyo.signals import TamiyoAction
+from esper.tamiyo.suites import problem
+
+FILES = ("results.json", "results.md")
+EPOCHS, FIRST, LAST = 30, 8, 16
+
+
+def _long(name: str, shift: dict, **kw):
+    p = replace(problem(name, **kw), max_epochs=EPOCHS)
+    return replace(p, event=DataShift(tuple(shift.items()), FIRST, LAST, 0.5))
+
+
+#: The problems, by kind of shift.
+PROBLEMS = {
+    "loses its order": (
+        _long("mnist1d-to-shuffled-c90-e30", {"shuffle_seq": True}, compute_budget=90.0),
+        _long("mnist1d-to-shuffled-p2500-e30", {"shuffle_seq": True}, param_budget=2500),
+    ),
+    "gains noise": (
+        _long("mnist1d-to-noisy-c90-e30", {"corr_noise_scale": 1.0}, compute_budget=90.0),
+        _long("mnist1d-to-noisy-p2500-e30", {"corr_noise_scale": 1.0}, param_budget=2500),
+    ),
+}
+#: The plans searched (cut to each budget): one or two seeds, planted at epoch 1, 9 or 17.
+PLANS = ("conv_small@block1/1", "global_mix@block1/1", "conv_small@block1/1+global_mix@block2/1",
+         "conv_small@block1/1+global_mix@block2/9", "conv_small@block1/1+global_mix@block2/17",
+         "global_mix@block1/1+conv_small@block2/1", "global_mix@block1/1+global_mix@block2/9",
+         "dilated@block1/1+global_mix@block2/9", "global_mix@block1/1+dilated@block2/1")
+#: The plans a switching rule may play, its fallback and the drops it may react to.
+SWITCH_PLANS = ("conv_small@block1/1+global_mix@block2/1", "dilated@block1/1+global_mix@block2/1")
+DROPS = (3, 6, 12)
+#: The heuristic's settings tried: plant after k epochs without progress (its prune threshold x changed no episode of
+#: the duds suites, lab page 17, so one value).
+REACTIVE = tuple(r for r in REACTIVE_GRID if r.endswith("/0"))
+KINDS = ("switch", "reactive")
+WHERE = ("all", "keeps", "shifts")
+#: The first five seeds from 2000 on whose data shifts, and the first five whose data does not.
+TEST_SEEDS = [2000, 2005, 2013, 2021, 2024, 2001, 2002, 2003, 2004, 2006]
+
+
+class SwitchTamiyo:
+    "Plays a plan holding its seeds prunable; on a drop in validation accuracy, swaps them for the fallback's seeds."
+
+    def __init__(self, plan: str, fallback: str, drop: float):
+        self.inner, self.fallback, self.drop = PlanTamiyo(plan), fallback, float(drop)
+        self.name = f"switch:{self.inner.plan}~{fallback}/{drop:g}"
+        self.reset()
+
+    def reset(self) -> None:
+        self.inner.reset()
+        self.switched, self.waiting = False, []
+
+    def decide(self, observation, model) -> TamiyoAction:
+        if not self.switched and observation["best_val_accuracy"] - observation["val_accuracy"] >= self.drop:
+            self.switched = True
+            self.inner.pending = [g for g in self.inner.pending if g.blueprint == self.fallback]
+        if self.switched:
+            for slot, st in model.seed_states().items():
+                if st.stage in LIVE_STAGES and st.blueprint_id != self.fallback and slot not in self.waiting:
+                    self.waiting.append(slot)
+                    return TamiyoAction(LifecycleOp.PRUNE, slot, reason=f"{self.name}: the data changed")
+            for slot in list(self.waiting):
+                if model.slot(slot).stage == SeedStage.DORMANT:
+                    self.waiting.remove(slot)
+                    if model.fits(slot, self.fallback) and fits(model, [Germination(1, slot, self.fallback)]):
+                        return TamiyoAction(LifecycleOp.GERMINATE, slot, self.fallback, reason=f"{self.name}: swap")
+        a = self.inner.decide(observation, model)
+        if a.op == LifecycleOp.GERMINATE or self.switched:
+            return a
+        for slot in model.slot_ids:  # advance as the plan does, but hold every seed in HOLDING: it stays prunable
+            allowed = dict(zip(LifecycleOp, ops_allowed(model.slot(slot).stage)))
+            if model.gate_open(slot) and allowed[LifecycleOp.ADVANCE] and not allowed[LifecycleOp.FOSSILIZE]:
+                return TamiyoAction(LifecycleOp.ADVANCE, slot, reason=self.name)
+        return TamiyoAction.wait(self.name)
+
+
+def _switch(seed, options, arg: str) -> SwitchTamiyo:
+    rest, slash, drop = arg.rpartition("/")
+    plan, tilde, fallback = rest.rpartition("~")
+    if not (slash and tilde and plan and fallback):
+        raise ValueError(f"switch:{arg}: give switch:<plan>~<fallback>/<drop>")
+    return SwitchTamiyo(plan, fallback, float(drop))
+
+
+if "switch" not in CONTROLLER_REGISTRY:
+    register_controller("switch:<plan>~<fallback>/<drop>", _switch)
+
+
+def rules() -> list[str]:
+    "Every rule of both kinds."
+    return [f"switch:{p}~global_mix/{d}" for p in SWITCH_PLANS for d in DROPS] + list(REACTIVE)
+
+
+def as_rule(p, rule: str) -> str | None:
+    "The controller a rule plays on a problem: a switching rule's plan cut to the budget (None: nothing fits)."
+    if not rule.startswith("switch:"):
+        return rule
+    rest, _, drop = rule.removeprefix("switch:").rpartition("/")
+    plan, _, fallback = rest.rpartition("~")
+    cut = as_played(p, f"plan:{plan}")
+    return None if cut is None or cut == "plan:" else f"switch:{cut.removeprefix('plan:')}~{fallback}/{drop}"
+
+
+def plans_of(p) -> list[str]:
+    "The searched plans the problem's budget lets play, each once."
+    return list(dict.fromkeys(c for c in (as_played(p, f"plan:{x}") for x in PLANS) if c and c != "plan:"))
+
+
+def best(scores: dict[str, float]) -> str:
+    "The best-scoring name; ties go to the first."
+    names = list(scores)
+    return max(names, key=lambda c: (scores[c], -names.index(c)))
+
+
+def markdown(r: dict) -> str:
+    c, fmt = r["config"], lambda v: f"{v[0]:+.2f} ± {v[1]:.2f}"
+    arms = list(r["means"])
+    lines = [f"Four problems of {c['epochs']} epochs, shifts at an epoch in {c['shift_epochs'][0]}-"
+             f"{c['shift_epochs'][1]} in half the episodes; "
+             f"{'; '.join(f'{k}: ' + ', '.join(ps) for k, ps in c['problems'].items())}. "
+             f"Chosen on tune seeds {', '.join(map(str, c['tune_seeds']))} ({r['cost']['tune_episodes']} episodes), "
+             f"played on test seeds {c['test_seeds'][0]}-{c['test_seeds'][-1]}; test accuracy %, all / kept / "
+             "shifted episodes. Rules with one setting: " +
+             ", ".join(f"`{r['chosen'][k]}` ({r['tune_means'][r['chosen'][k]]:.1f} on tune)" for k in KINDS) + ".",
+             "", "| arm | " + " | ".join(f"{g} ({w})" for g in r["groups"] for w in WHERE) + " |",
+             "|---|" + "---|" * (len(r["groups"]) * len(WHERE))]
+    lines += [f"| {a} | " + " | ".join(f"{r['means'][a][g][w]:.1f}" for g in r["groups"] for w in WHERE) + " |"
+              for a in arms]
+    lines += ["", "| paired difference (95% CI) | " + " | ".join(f"{g} ({w})" for g in r["groups"] for w in WHERE) +
+              " |", "|---|" + "---|" * (len(r["groups"]) * len(WHERE))]
+    lines += [f"| {k} | " + " | ".join(fmt(v[g][w]) for g in r["groups"] for w in WHERE) + " |"
+              for k, v in r["paired"].items()]
+    lines += ["", "Per problem, all test episodes (the controllers each arm played are in `results.json`):", "",
+              "| problem | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
+    lines += [f"| {p} | " + " | ".join(f"{v[a]:.1f}" for a in arms) + " |" for p, v in r["per_problem"].items()]
+    lines += ["", "The oracles on the tune episodes that chose them (in sample; hindsight less open loop): " +
+              ", ".join(f"{p} {v['hindsight oracle'] - v['open-loop oracle']:+.1f}"
+                        for p, v in r["oracles_on_tune"].items()) + "."]
+    lines += ["", f"Command: `{r['command']}` at {c['git_commit']}" +
+              (" (with uncommitted changes)." if c.get("git_dirty") else ".")]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="long_shifts.py")
+    ap.add_argument("--tune-seeds", type=seed_int, nargs="+", action=DistinctSeeds,
+                    default=[1000, 1002, 1004, 1006], help="seeds that choose (default: 1000-1006, even)")
+    ap.add_argument("--test-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=TEST_SEEDS,
+                    help="seeds that report (default: five that shift, five that do not)")
+    ap.add_argument("--cache", default="runs/plays.jsonl", help="episodes already played (default: runs/plays.jsonl)")
+    ap.add_argument("--out", required=True, help=f"folder for {', '.join(FILES)}")
+    add_overwrite_argument(ap)
+    a = ap.parse_args(argv)
+    if set(a.tune_seeds) & set(a.test_seeds):
+        ap.error("--tune-seeds and --test-seeds must not share a seed: nothing may be chosen on a reporting seed")
+    problems = [p for ps in PROBLEMS.values() for p in ps]
+    for seeds, flag in ((a.tune_seeds, "--tune-seeds"), (a.test_seeds, "--test-seeds")):
+        if {p.event.draw(s) is None for s in seeds for p in problems} != {True, False}:
+            ap.error(f"{flag}: give seeds on which the data shifts and seeds on which it does not (the draw reads only "
+                     "the seed)")
+    cache = open_outputs(ap, a.out, a.cache, a.overwrite, FILES)
+    t0, (played, on_row) = time.perf_counter(), row_printer()
+    every = rules()
+    shifts = {(p.name, s): p.event.draw(s) is not None for p in problems for s in (*a.tune_seeds, *a.test_seeds)}
+    with stops_in_one_line("long_shifts.py", f"the episodes played so far are kept in {a.cache}"):
+        plans = {p.name: plans_of(p) for p in problems}
+        tuning = [Play(p, c, s) for p in problems for c in plans[p.name] for s in a.tune_seeds]
+        tuning += [Play(p, c, s) for p in problems for r in every if (c := as_rule(p, r)) for s in a.tune_seeds]
+        rows = run_plays(tuning, cache, on_row=on_row)
+        acc = {(x["problem"], x["controller"], x["seed"]): x["test_accuracy"] for x in rows}
+
+        def mean(p, c, ss):
+            return statistics.fmean(acc[(p.name, c, s)] for s in ss)
+
+        playable = [r for r in every if all(as_rule(p, r) for p in problems)]
+        tune_means = {r: statistics.fmean(mean(p, as_rule(p, r), a.tune_seeds) for p in problems) for r in playable}
+        chosen = {k: best({r: v for r, v in tune_means.items() if r.startswith(k + ":")}) for k in KINDS}
+        choice, on_tune = {}, {}  # per problem: arm -> (controller on kept episodes, on shifted ones); the oracles
+        for p in problems:
+            kept_t = [s for s in a.tune_seeds if not shifts[(p.name, s)]]
+            shift_t = [s for s in a.tune_seeds if shifts[(p.name, s)]]
+            ol = best({c: mean(p, c, a.tune_seeds) for c in plans[p.name]})
+            own = best({c: mean(p, c, a.tune_seeds) for r in every if (c := as_rule(p, r))})
+            hs = [best({c: mean(p, c, ss) for c in plans[p.name]}) for ss in (kept_t, shift_t)]
+            on_tune[p.name] = {"open-loop oracle": statistics.fmean([mean(p, ol, kept_t), mean(p, ol, shift_t)]),
+                               "hindsight oracle": statistics.fmean([mean(p, hs[0], kept_t), mean(p, hs[1], shift_t)])}
+            choice[p.name] = {"open-loop oracle": (ol, ol), "hindsight oracle": tuple(hs),
+                              "per-problem rule": (own, own)}
+            choice[p.name] |= {f"{k} rule, one setting": (as_rule(p, chosen[k]),) * 2 for k in KINDS}
+        jobs = [Play(p, c[shifts[(p.name, s)]], s) for p in problems for c in choice[p.name].values()
+                for s in a.test_seeds]
+        test_rows = run_plays(jobs, cache, on_row=on_row)
+    got = {(x["problem"], x["controller"], x["seed"]): x["test_accuracy"] for x in test_rows}
+    arms = list(next(iter(choice.values())))
+    ep = {arm: {(p.name, s): got[(p.name, choice[p.name][arm][shifts[(p.name, s)]], s)]
+                for p in problems for s in a.test_seeds} for arm in arms}
+    groups = {"all problems": problems, **PROBLEMS}
+    keys = {g: {w: [(p.name, s) for p in ps for s in a.test_seeds
+                    if w == "all" or shifts[(p.name, s)] == (w == "shifts")] for w in WHERE}
+            for g, ps in groups.items()}
+    means = {arm: {g: {w: statistics.fmean(ep[arm][k] for k in ks) for w, ks in kw.items()}
+                   for g, kw in keys.items()} for arm in arms}
+    one = max((f"{k} rule, one setting" for k in KINDS), key=lambda arm: means[arm]["all problems"]["all"])
+    comparisons = [("hindsight oracle", "open-loop oracle"), ("hindsight oracle", one),
+                   ("hindsight oracle", "per-problem rule"), (one, "open-loop oracle"), ("per-problem rule", one)]
+    paired = {f"{x} less {y}": {g: {w: list(mean_ci95([ep[x][k] - ep[y][k] for k in ks])) for w, ks in kw.items()}
+                                for g, kw in keys.items()} for x, y in comparisons}
+    per_problem = {p.name: {arm: statistics.fmean(ep[arm][(p.name, s)] for s in a.test_seeds) for arm in arms}
+                   for p in problems}
+    r = {
+        "command": " ".join(["python lab/probes/long_shifts.py", *(argv if argv is not None else sys.argv[1:])]),
+        "config": {"problems": {k: [p.name for p in ps] for k, ps in PROBLEMS.items()}, "epochs": EPOCHS,
+                   "shift_epochs": [FIRST, LAST], "tune_seeds": a.tune_seeds, "test_seeds": a.test_seeds,
+                   "shift_at": {f"{p}|{s}": problems[0].event.draw(s) for (p, s) in shifts if p == problems[0].name},
+                   "plans": list(PLANS), "switch_plans": list(SWITCH_PLANS), "drops": list(DROPS),
+                   **git_state(Path.cwd())},
+        "cost": {"tune_episodes": len(set(tuning)), "test_episodes": len(set(jobs))},
+        "groups": list(groups), "tune_means": tune_means, "chosen": chosen, "best_one_setting": one,
+        "choice": {p: {arm: list(c) for arm, c in v.items()} for p, v in choice.items()},
+        "means": means, "paired": paired, "per_problem": per_problem, "oracles_on_tune": on_tune,
+        "seconds": round(time.perf_counter() - t0, 1), "episodes_played": len(played),
+        "episodes": {arm: {f"{p}|{s}": v for (p, s), v in d.items()} for arm, d in ep.items()},
+    }
+    r = relative_paths(r)
+    table = markdown(r)
+    print(table + f"\n{len(played)} episodes played ({r['seconds']:.0f} s); the rest came from {a.cache}")
+    write_files_atomic(Path(a.out), {"results.json": json_text(r), "results.md": table})
+
+
+if __name__ == "__main__":
+    main()
