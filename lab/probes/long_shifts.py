@@ -1,13 +1,13 @@
 """Longer runs: does a data shift leave more room for reacting in 30 epochs than in 10, and does a rule with one
 setting take it? (issue 75, item 4: what longer runs buy)
 
-Four MNIST-1D problems of 30 epochs (three times the suites' ten; compute budgets scaled alike), whose data shifts
-at an epoch drawn in 8-16 in half the episodes (the draw reads only the task seed): two lose their order (`shuffle_seq`), where
-ten-epoch runs found the shift came too late to reward another plan (lab page 16), and two gain correlated noise,
-which lowers every plan alike. On the tune seeds (default 1000 and 1006 keep their data, 1002 and 1004 shift at
-epochs 11 and 12) it plays the plans below and every rule, and chooses per problem the open-loop oracle (the best plan),
-the hindsight oracle (the best plan on the tune episodes that keep their data, and the best on those that shift) and
-the best rule, and over all four problems the rule with one setting of each kind:
+Four MNIST-1D problems of 30 epochs (three times the suites' ten; compute budgets scaled alike), whose data shifts at an
+epoch drawn in 8-16 in half the episodes (the draw reads only the task seed): two lose their order (`shuffle_seq`),
+where ten-epoch runs found the shift came too late to reward another plan (lab page 16), and two gain correlated noise,
+which lowers every plan alike. On the tune seeds (default 1000 and 1006 keep their data, 1002 and 1004 shift at epochs
+11 and 12) it plays the plans below and every rule, and chooses per problem the open-loop oracle (the best plan), the
+hindsight oracle (the best plan on the tune episodes that keep their data, and the best on those that shift) and the
+best rule, and over all four problems the rule with one setting of each kind:
 - `switch:<plan>~<fallback>/<drop>` (this probe's, registered here only): plays the plan but keeps its seeds in
   HOLDING, prunable, instead of fossilizing them; once validation accuracy falls `drop` points below its best, it
   prunes every live seed not of the fallback's blueprint and grows the fallback in each freed slot after the embargo;
