@@ -32,6 +32,7 @@ def _probe(monkeypatch):
     monkeypatch.setattr(module, "PLANS", ("conv_small@block1/1", "global_mix@block1/1"))
     monkeypatch.setattr(module, "SWITCH_PLANS", ("conv_small@block1/1",))
     monkeypatch.setattr(module, "DROPS", (1,))
+    monkeypatch.setattr(module, "CONTRIBUTIONS", (50,))
     monkeypatch.setattr(module, "REACTIVE", ("reactive:1/0",))
     return module
 
@@ -42,9 +43,9 @@ def test_two_tiny_problems_end_to_end(tmp_path, capsys, monkeypatch):
     probe.main(args)
     assert "Rules with one setting" in capsys.readouterr().out
     r = json.loads((tmp_path / "out" / "results.json").read_text())
-    rules = ["reactive:1/0", "switch:conv_small@block1/1~global_mix/1"]
+    rules = ["cswitch:conv_small@block1/1~global_mix/50", "reactive:1/0", "switch:conv_small@block1/1~global_mix/1"]
     assert sorted(r["tune_means"]) == sorted(probe.rules()) == rules
-    assert r["chosen"] == {"switch": "switch:conv_small@block1/1~global_mix/1", "reactive": "reactive:1/0"}
+    assert r["chosen"] == {k: next(x for x in rules if x.startswith(k + ":")) for k in probe.KINDS}
     c = r["choice"]["small-to-shuffled"]
     assert c["open-loop oracle"][0] == c["open-loop oracle"][1] and c["hindsight oracle"][0].startswith("plan:")
     ep, m = r["episodes"], r["means"]
@@ -102,6 +103,27 @@ def test_switch_holds_then_swaps(monkeypatch):
     assert (act.op, act.slot, act.blueprint) == (LifecycleOp.GERMINATE, "block1", "global_mix")
     assert "switch" in probe.CONTROLLER_REGISTRY
     assert rule.name == "switch:conv_small@block1/1+global_mix@block2/1~global_mix/5"
+
+
+def test_cswitch_fires_on_a_held_seed_that_contributes_little(monkeypatch):
+    "A held seed of another blueprint contributing less than x points fires the swap; the fallback's own seeds do not."
+    probe = _probe(monkeypatch)
+    from esper.leyline import LifecycleOp, SeedStage
+
+    rule = probe.ContributionSwitchTamiyo("conv_small@block1/1+global_mix@block2/1", "global_mix", 10)
+    rule.inner.pending = []
+    seeds = lambda c1, c2: {"block1": SimpleNamespace(stage=SeedStage.HOLDING, blueprint_id="conv_small",
+                                                      metrics=SimpleNamespace(contribution=c1)),
+                            "block2": SimpleNamespace(stage=SeedStage.HOLDING, blueprint_id="global_mix",
+                                                      metrics=SimpleNamespace(contribution=c2))}
+    obs = {"epoch": 8, "val_accuracy": 60.0, "best_val_accuracy": 70.0}  # a drop does not fire this kind
+    model = _model({"block1": (SeedStage.HOLDING, "conv_small"), "block2": (SeedStage.HOLDING, "global_mix")})
+    for c1, c2, fired in ((30.0, 2.0, False), (None, 2.0, False), (9.5, 30.0, True)):
+        model.seed_states = lambda c1=c1, c2=c2: seeds(c1, c2)
+        assert rule.fires(obs, model) == fired
+    act = rule.decide(obs, model)
+    assert (act.op, act.slot) == (LifecycleOp.PRUNE, "block1") and rule.switched
+    assert rule.name == "cswitch:conv_small@block1/1+global_mix@block2/1~global_mix/10"
 
 
 @pytest.mark.parametrize("flags, message", [

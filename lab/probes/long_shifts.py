@@ -11,6 +11,9 @@ best rule, and over all four problems the rule with one setting of each kind:
 - `switch:<plan>~<fallback>/<drop>` (this probe's, registered here only): plays the plan but keeps its seeds in
   HOLDING, prunable, instead of fossilizing them; once validation accuracy falls `drop` points below its best, it
   prunes every live seed not of the fallback's blueprint and grows the fallback in each freed slot after the embargo;
+- `cswitch:<plan>~<fallback>/<x>` (this probe's too): the same, fired instead by a held seed whose counterfactual
+  contribution falls below `x` points, the issue's "prune a seed whose contribution stays below x" for seeds kept
+  prunable;
 - `reactive:<k>/<x>` (the heuristic's plateau and contribution knobs, as in the plan search).
 Each chosen arm plays the test seeds (default: the first five seeds from 2000 on whose data shifts, at epochs 11-14,
 and the first five whose data does not, so that the mean over all is at the event's chance of one half); it prints
@@ -69,10 +72,12 @@ PLANS = ("conv_small@block1/1", "global_mix@block1/1", "conv_small@block1/1+glob
 #: The plans a switching rule may play, its fallback and the drops it may react to.
 SWITCH_PLANS = ("conv_small@block1/1+global_mix@block2/1", "dilated@block1/1+global_mix@block2/1")
 DROPS = (3, 6, 12)
+#: The contributions (points of validation accuracy) below which a held seed fires a `cswitch` rule.
+CONTRIBUTIONS = (5, 10, 20)
 #: The heuristic's settings tried: plant after k epochs without progress (its prune threshold x changed no episode of
 #: the duds suites, lab page 17, so one value).
 REACTIVE = tuple(r for r in REACTIVE_GRID if r.endswith("/0"))
-KINDS = ("switch", "reactive")
+KINDS = ("switch", "cswitch", "reactive")
 WHERE = ("all", "keeps", "shifts")
 #: The first five seeds from 2000 on whose data shifts, and the first five whose data does not.
 TEST_SEEDS = [2000, 2005, 2013, 2021, 2024, 2001, 2002, 2003, 2004, 2006]
@@ -81,17 +86,23 @@ TEST_SEEDS = [2000, 2005, 2013, 2021, 2024, 2001, 2002, 2003, 2004, 2006]
 class SwitchTamiyo:
     "Plays a plan holding its seeds prunable; on a drop in validation accuracy, swaps them for the fallback's seeds."
 
+    kind = "switch"
+
     def __init__(self, plan: str, fallback: str, drop: float):
         self.inner, self.fallback, self.drop = PlanTamiyo(plan), fallback, float(drop)
-        self.name = f"switch:{self.inner.plan}~{fallback}/{drop:g}"
+        self.name = f"{self.kind}:{self.inner.plan}~{fallback}/{drop:g}"
         self.reset()
 
     def reset(self) -> None:
         self.inner.reset()
         self.switched, self.waiting = False, []
 
+    def fires(self, observation, model) -> bool:
+        "Whether to swap now: validation accuracy `drop` points or more below its best."
+        return observation["best_val_accuracy"] - observation["val_accuracy"] >= self.drop
+
     def decide(self, observation, model) -> TamiyoAction:
-        if not self.switched and observation["best_val_accuracy"] - observation["val_accuracy"] >= self.drop:
+        if not self.switched and self.fires(observation, model):
             self.switched = True
             self.inner.pending = [g for g in self.inner.pending if g.blueprint == self.fallback]
         if self.switched:
@@ -114,31 +125,47 @@ class SwitchTamiyo:
         return TamiyoAction.wait(self.name)
 
 
-def _switch(seed, options, arg: str) -> SwitchTamiyo:
-    rest, slash, drop = arg.rpartition("/")
-    plan, tilde, fallback = rest.rpartition("~")
-    if not (slash and tilde and plan and fallback):
-        raise ValueError(f"switch:{arg}: give switch:<plan>~<fallback>/<drop>")
-    return SwitchTamiyo(plan, fallback, float(drop))
+class ContributionSwitchTamiyo(SwitchTamiyo):
+    "`SwitchTamiyo`, fired instead by a held seed whose counterfactual contribution falls below `drop` points."
+
+    kind = "cswitch"
+
+    def fires(self, observation, model) -> bool:
+        return any(st.stage == SeedStage.HOLDING and st.blueprint_id != self.fallback
+                   and st.metrics.contribution is not None and st.metrics.contribution < self.drop
+                   for st in model.seed_states().values())
 
 
-if "switch" not in CONTROLLER_REGISTRY:
-    register_controller("switch:<plan>~<fallback>/<drop>", _switch)
+def _factory(cls):
+    def make(seed, options, arg: str):
+        rest, slash, drop = arg.rpartition("/")
+        plan, tilde, fallback = rest.rpartition("~")
+        if not (slash and tilde and plan and fallback):
+            raise ValueError(f"{cls.kind}:{arg}: give {cls.kind}:<plan>~<fallback>/<threshold>")
+        return cls(plan, fallback, float(drop))
+    return make
+
+
+for _cls in (SwitchTamiyo, ContributionSwitchTamiyo):
+    if _cls.kind not in CONTROLLER_REGISTRY:
+        register_controller(f"{_cls.kind}:<plan>~<fallback>/<threshold>", _factory(_cls))
 
 
 def rules() -> list[str]:
     "Every rule of both kinds."
-    return [f"switch:{p}~global_mix/{d}" for p in SWITCH_PLANS for d in DROPS] + list(REACTIVE)
+    return ([f"switch:{p}~global_mix/{d}" for p in SWITCH_PLANS for d in DROPS]
+            + [f"cswitch:{p}~global_mix/{x}" for p in SWITCH_PLANS for x in CONTRIBUTIONS] + list(REACTIVE))
 
 
 def as_rule(p, rule: str) -> str | None:
     "The controller a rule plays on a problem: a switching rule's plan cut to the budget (None: nothing fits)."
-    if not rule.startswith("switch:"):
+    kind, _, rest = rule.partition(":")
+    if kind not in ("switch", "cswitch"):
         return rule
-    rest, _, drop = rule.removeprefix("switch:").rpartition("/")
+    rest, _, drop = rest.rpartition("/")
     plan, _, fallback = rest.rpartition("~")
     cut = as_played(p, f"plan:{plan}")
-    return None if cut is None or cut == "plan:" else f"switch:{cut.removeprefix('plan:')}~{fallback}/{drop}"
+    return None if cut is None or cut == "plan:" else f"{kind}:{cut.removeprefix('plan:')}~{fallback}/{drop}"
 
 
 def plans_of(p) -> list[str]:
