@@ -58,6 +58,8 @@ def test_two_tiny_problems_end_to_end(tmp_path, capsys, monkeypatch):
     everywhere = {a: m[a]["all problems"]["all"] for a in ("hindsight oracle", "open-loop oracle")}
     assert d == pytest.approx(everywhere["hindsight oracle"] - everywhere["open-loop oracle"])
     assert r["config"]["shift_at"]["small-to-shuffled|2001"] is None
+    assert c["open-loop plan, swapped at the shift"] == [f"knows:{c['open-loop oracle'][0].removeprefix('plan:')}"
+                                                         "~global_mix"] * 2
     assert r["config"]["shift_at"]["small-to-shuffled|2000"] in (2, 3)
     text = json.dumps(r)
     assert f'"{tmp_path}' not in text and f" {tmp_path}" not in text  # relative paths
@@ -101,8 +103,21 @@ def test_switch_holds_then_swaps(monkeypatch):
     assert act.op != LifecycleOp.PRUNE  # the fallback's seed stays; the pruned slot waits out its embargo
     act = rule.decide(calm, _model({"block2": both["block2"]}))
     assert (act.op, act.slot, act.blueprint) == (LifecycleOp.GERMINATE, "block1", "global_mix")
-    assert "switch" in probe.CONTROLLER_REGISTRY
+    from esper.tamiyo.controllers import CONTROLLER_REGISTRY
+
+    assert "switch" in CONTROLLER_REGISTRY and "cswitch" in CONTROLLER_REGISTRY
     assert rule.name == "switch:conv_small@block1/1+global_mix@block2/1~global_mix/5"
+
+
+def test_knows_swaps_at_the_shift(monkeypatch):
+    "Told the episode's shift epoch (drawn from the seed), it fires from that epoch on, and never where none comes."
+    _probe(monkeypatch)
+    from esper.tamiyo.controllers import make_controller
+
+    at, never = (make_controller("knows:conv_small@block1/1~global_mix", seed) for seed in (2000, 2001))
+    assert at.name == "knows:conv_small@block1/1~global_mix" and at.at in (2, 3) and never.at is None
+    assert [at.fires({"epoch": e}, None) for e in range(1, 5)] == [e >= at.at for e in range(1, 5)]
+    assert not any(never.fires({"epoch": e}, None) for e in range(1, 5))
 
 
 def test_cswitch_fires_on_a_held_seed_that_contributes_little(monkeypatch):

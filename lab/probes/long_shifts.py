@@ -15,6 +15,9 @@ best rule, and over all four problems the rule with one setting of each kind:
   contribution falls below `x` points, the issue's "prune a seed whose contribution stays below x" for seeds kept
   prunable;
 - `reactive:<k>/<x>` (the heuristic's plateau and contribution knobs, as in the plan search).
+Beside them, a bound on what swapping after the shift can buy: `knows:<plan>~global_mix`, the open-loop oracle's plan
+swapped as `switch` does, but told the episode's shift epoch, so that it swaps at the first decision that sees the
+shifted data and never on a false alarm.
 Each chosen arm plays the test seeds (default: the first five seeds from 2000 on whose data shifts, at epochs 11-14,
 and the first five whose data does not, so that the mean over all is at the event's chance of one half); it prints
 and writes the test accuracy per problem and over each kind, on all, kept and shifted episodes, and the paired
@@ -36,7 +39,7 @@ from esper.cli.runs import git_state, stops_in_one_line
 from esper.leyline import LIVE_STAGES, LifecycleOp, SeedStage
 from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.leyline.stats import mean_ci95
-from esper.tamiyo.controllers import CONTROLLER_REGISTRY, register_controller
+from esper.tamiyo.controllers import register_controller
 from esper.tamiyo.events import DataShift
 from esper.tamiyo.features import ops_allowed
 from esper.tamiyo.plan_search import REACTIVE_GRID, Play, as_played, run_plays
@@ -136,6 +139,30 @@ class ContributionSwitchTamiyo(SwitchTamiyo):
                    for st in model.seed_states().values())
 
 
+class KnowsWhenTamiyo(SwitchTamiyo):
+    "`SwitchTamiyo` told the episode's shift epoch: it swaps at the first decision that sees the shifted data."
+
+    kind = "knows"
+
+    def __init__(self, plan: str, fallback: str, at: int | None):
+        super().__init__(plan, fallback, 0)
+        self.at, self.name = at, f"knows:{self.inner.plan}~{fallback}"
+
+    def fires(self, observation, model) -> bool:
+        return self.at is not None and observation["epoch"] >= self.at
+
+
+def _knows(seed, options, arg: str) -> KnowsWhenTamiyo:
+    plan, tilde, fallback = arg.rpartition("~")
+    if not (tilde and plan and fallback):
+        raise ValueError(f"knows:{arg}: give knows:<plan>~<fallback>")
+    event = next(iter(PROBLEMS.values()))[0].event  # every problem here draws its shift epoch alike
+    return KnowsWhenTamiyo(plan, fallback, event.draw(seed))
+
+
+register_controller("knows:<plan>~<fallback>", _knows)  # again on each load: the factory reads this PROBLEMS
+
+
 def _factory(cls):
     def make(seed, options, arg: str):
         rest, slash, drop = arg.rpartition("/")
@@ -147,8 +174,7 @@ def _factory(cls):
 
 
 for _cls in (SwitchTamiyo, ContributionSwitchTamiyo):
-    if _cls.kind not in CONTROLLER_REGISTRY:
-        register_controller(f"{_cls.kind}:<plan>~<fallback>/<threshold>", _factory(_cls))
+    register_controller(f"{_cls.kind}:<plan>~<fallback>/<threshold>", _factory(_cls))
 
 
 def rules() -> list[str]:
@@ -254,6 +280,8 @@ def main(argv: list[str] | None = None) -> None:
             choice[p.name] = {"open-loop oracle": (ol, ol), "hindsight oracle": tuple(hs),
                               "per-problem rule": (own, own)}
             choice[p.name] |= {f"{k} rule, one setting": (as_rule(p, chosen[k]),) * 2 for k in KINDS}
+            knows = f"knows:{ol.removeprefix('plan:')}~global_mix"
+            choice[p.name]["open-loop plan, swapped at the shift"] = (knows, knows)
         jobs = [Play(p, c[shifts[(p.name, s)]], s) for p in problems for c in choice[p.name].values()
                 for s in a.test_seeds]
         test_rows = run_plays(jobs, cache, on_row=on_row)
@@ -268,7 +296,10 @@ def main(argv: list[str] | None = None) -> None:
     means = {arm: {g: {w: statistics.fmean(ep[arm][k] for k in ks) for w, ks in kw.items()}
                    for g, kw in keys.items()} for arm in arms}
     one = max((f"{k} rule, one setting" for k in KINDS), key=lambda arm: means[arm]["all problems"]["all"])
-    comparisons = [("hindsight oracle", "open-loop oracle"), ("hindsight oracle", one),
+    comparisons = [("hindsight oracle", "open-loop oracle"), *(("hindsight oracle", f"{k} rule, one setting")
+                                                                for k in KINDS),
+                   ("open-loop plan, swapped at the shift", "open-loop oracle"),
+                   ("hindsight oracle", "open-loop plan, swapped at the shift"),
                    ("hindsight oracle", "per-problem rule"), (one, "open-loop oracle"), ("per-problem rule", one)]
     paired = {f"{x} less {y}": {g: {w: list(mean_ci95([ep[x][k] - ep[y][k] for k in ks])) for w, ks in kw.items()}
                                 for g, kw in keys.items()} for x, y in comparisons}
