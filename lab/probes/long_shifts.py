@@ -178,7 +178,7 @@ for _cls in (SwitchTamiyo, ContributionSwitchTamiyo):
 
 
 def rules() -> list[str]:
-    "Every rule of both kinds."
+    "Every rule of each kind."
     return ([f"switch:{p}~global_mix/{d}" for p in SWITCH_PLANS for d in DROPS]
             + [f"cswitch:{p}~global_mix/{x}" for p in SWITCH_PLANS for x in CONTRIBUTIONS] + list(REACTIVE))
 
