@@ -26,13 +26,13 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from event_arms import best, paired_differences, split_means, tables  # lab/probes/event_arms.py: shared
 from selector import open_outputs, row_printer  # lab/probes/selector.py: --out and --cache checked, rows said
 
 from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, seed_int
 from esper.cli.runs import git_state, stops_in_one_line
 from esper.leyline import LifecycleOp, SeedStage
 from esper.leyline.files import json_text, relative_paths, write_files_atomic
-from esper.leyline.stats import mean_ci95
 from esper.tamiyo.controllers import CONTROLLER_REGISTRY, register_controller
 from esper.tamiyo.events import SeedFailure
 from esper.tamiyo.plan_search import Play, as_played, plan_controllers, run_plays
@@ -117,28 +117,15 @@ def as_rule(p, rule: str) -> str | None:
     return None if cut is None else f"{kind}:{cut.removeprefix('plan:')}~{fallback}"
 
 
-def best(scores: dict[str, float]) -> str:
-    "The best-scoring name; ties go to the first."
-    names = list(scores)
-    return max(names, key=lambda c: (scores[c], -names.index(c)))
-
-
 def markdown(r: dict) -> str:
-    c, fmt = r["config"], lambda v: f"{v[0]:+.2f} ± {v[1]:.2f}"
+    c = r["config"]
     arms = list(r["means"])
     lines = [f"Six problems, two kinds: {'; '.join(f'{k}: ' + ', '.join(ps) for k, ps in c['problems'].items())}. "
              f"Chosen on tune seeds {', '.join(map(str, c['tune_seeds']))} ({r['cost']['tune_episodes']} episodes), "
              f"played on test seeds {c['test_seeds'][0]}-{c['test_seeds'][-1]}; test accuracy %, all / sound / "
              "failing episodes. Rules with one setting: " +
-             ", ".join(f"`{r['chosen'][k]}` ({r['tune_means'][r['chosen'][k]]:.1f} on tune)" for k in KINDS) + ".",
-             "", "| arm | " + " | ".join(f"{g} ({w})" for g in r["groups"] for w in WHERE) + " |",
-             "|---|" + "---|" * (len(r["groups"]) * len(WHERE))]
-    lines += [f"| {a} | " + " | ".join(f"{r['means'][a][g][w]:.1f}" for g in r["groups"] for w in WHERE) + " |"
-              for a in arms]
-    lines += ["", "| paired difference (95% CI) | " + " | ".join(f"{g} ({w})" for g in r["groups"] for w in WHERE) +
-              " |", "|---|" + "---|" * (len(r["groups"]) * len(WHERE))]
-    lines += [f"| {k} | " + " | ".join(fmt(v[g][w]) for g in r["groups"] for w in WHERE) + " |"
-              for k, v in r["paired"].items()]
+             ", ".join(f"`{r['chosen'][k]}` ({r['tune_means'][r['chosen'][k]]:.1f} on tune)" for k in KINDS) + "."]
+    lines += tables(r, WHERE)
     lines += ["", "Per problem, all test episodes (the per-problem rule and the plans in `results.json`):", "",
               "| problem | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
     lines += [f"| {p} | " + " | ".join(f"{v[a]:.1f}" for a in arms) + " |" for p, v in r["per_problem"].items()]
@@ -202,16 +189,12 @@ def main(argv: list[str] | None = None) -> None:
     ep = {arm: {(p.name, s): got[(p.name, choice[p.name][arm][fails[(p.name, s)]], s)]
                 for p in problems for s in a.test_seeds} for arm in arms}
     groups = {"all problems": problems, **PROBLEMS}
-    keys = {g: {w: [(p.name, s) for p in ps for s in a.test_seeds
-                    if w == "all" or fails[(p.name, s)] == (w == "fails")] for w in WHERE} for g, ps in groups.items()}
-    means = {arm: {g: {w: statistics.fmean(ep[arm][k] for k in ks) for w, ks in kw.items()}
-                   for g, kw in keys.items()} for arm in arms}
+    keys, means = split_means(ep, groups, a.test_seeds, fails, WHERE)
     one = max((f"{k} rule, one setting" for k in KINDS), key=lambda arm: means[arm]["all problems"]["all"])
     comparisons = [("hindsight oracle", "open-loop oracle"), ("hindsight oracle", one),
                    ("hindsight oracle", "per-problem rule"), (one, "open-loop oracle"), ("per-problem rule", one),
                    ("anyslot rule, one setting", "replant rule, one setting")]
-    paired = {f"{x} less {y}": {g: {w: list(mean_ci95([ep[x][k] - ep[y][k] for k in ks])) for w, ks in kw.items()}
-                                for g, kw in keys.items()} for x, y in comparisons}
+    paired = paired_differences(ep, keys, comparisons)
     per_problem = {p.name: {arm: statistics.fmean(ep[arm][(p.name, s)] for s in a.test_seeds) for arm in arms}
                    for p in problems}
     r = {
