@@ -1,5 +1,7 @@
 """Shared pytest configuration: `slow` tests run only with --runslow, `gpu` tests only where CUDA exists; `run_bench`
-and `start_bench` run a script of `bench/` (or a probe of `lab/probes/`) the way a user would."""
+and `start_bench` run a script of `bench/` (or a probe of `lab/probes/`) the way a user would, and `load_script`
+(`from conftest import load_script`) imports one to call its functions."""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -22,6 +24,22 @@ PROBES_DIR = ROOT / "lab" / "probes"
 def script_path(script: str) -> Path:
     "A benchmark of `bench/`, or else a probe of `lab/probes/`, by its file name."
     return BENCH_DIR / script if (BENCH_DIR / script).exists() else PROBES_DIR / script
+
+
+def load_script(path: str | Path, name: str | None = None, register: bool = False):
+    """The script at `path` (from the repository's root: `bench/...`, `lab/probes/...`, `.ci/...`) imported as module
+    `name` (its file's stem unless given), its folder first on `sys.path` as when it runs; `register` also puts it in
+    `sys.modules` first (its jobs are pickled by name for worker processes; dataclasses look their module up)."""
+    path = ROOT / path
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    name = name or path.stem
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    if register:
+        sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def pytest_addoption(parser):

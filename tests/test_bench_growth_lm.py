@@ -1,22 +1,14 @@
 """bench/bench_growth_lm.py on a corpus the test writes: the whole benchmark at toy size (tune seeds, held-out
 seeds, twins, the table with its targets, the JSON and the figure), --replot, --price, and its refusals in one line."""
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 
 def _bench():
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    if str(bench) not in sys.path:
-        sys.path.insert(0, str(bench))
-    spec = importlib.util.spec_from_file_location("bench_growth_lm", bench / "bench_growth_lm.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_growth_lm"] = module  # its jobs are pickled by name for the worker processes
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/bench_growth_lm.py", register=True)  # its jobs are pickled by name for the workers
 
 
 TOY = ["--budget", "2", "--context", "16", "--train-chars", "512", "--eval-chars", "256", "--blueprints", "mlp",

@@ -1,5 +1,4 @@
 """bench/bench_learning.py end to end on tiny settings: every controller, CIs, per-seed rows, curves and both plots."""
-import importlib.util
 import json
 import re
 import signal
@@ -14,6 +13,8 @@ from esper.kasmina import blueprints as B
 from esper.leyline import BLUEPRINTS
 from esper.simic.envs.env import load_ppo_controller
 from esper.tamiyo.problems import GrowthProblem
+
+from conftest import ROOT, load_script, script_path
 
 TINY = ["--preset", "short", "--episodes", "4", "--n-envs", "2", "--max-epochs", "3", "--max-batches", "2",
         "--train-seeds", "0", "1", "--eval-seeds", "2000", "2001", "--curve-seeds", "1000", "--eval-every", "2",
@@ -125,13 +126,7 @@ def test_sigterm_stops_every_worker_in_one_line_and_keeps_the_checkpoint(tmp_pat
 
 
 def _bench_module(name: str):
-    root = Path(__file__).resolve().parents[1]
-    bench = root / "bench" if (root / "bench" / f"{name}.py").exists() else root / "lab" / "probes"
-    if str(bench) not in sys.path: sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
-    spec = importlib.util.spec_from_file_location(name, bench / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(script_path(f"{name}.py").relative_to(ROOT))
 
 
 def test_the_rule_target_shows_the_decimals_that_decide_it():

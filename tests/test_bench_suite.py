@@ -1,7 +1,6 @@
 """bench/bench_learning.py --suite on the `tiny` suite, end to end in one process: every arm on the same episodes, the
 per-problem table read back from the episodes, the open-loop replay being the policy's own tune-seed plan, the
 figures, the refusal of an earlier --out, and a --resume that plays nothing again."""
-import importlib.util
 import json
 import statistics
 import sys

@@ -1,21 +1,15 @@
 """lab/probes/blueprint_strengths.py: it plays a new blueprint at its own cost under a free Leyline name, leaves the registry
 as it found it for the next plan, summarises rows per variant, and never replaces an earlier --out by accident."""
-import importlib.util
-import sys
-from pathlib import Path
 
 from esper.kasmina import blueprints as B
 from esper.kasmina.model import MorphogeneticModel, _blueprint_cost
 from esper.tasks.hosts import build_host
 
+from conftest import load_script
+
 
 def _strengths():
-    bench = Path(__file__).resolve().parents[1] / "lab" / "probes"
-    if str(bench) not in sys.path: sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
-    spec = importlib.util.spec_from_file_location("blueprint_strengths", bench / "blueprint_strengths.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("lab/probes/blueprint_strengths.py")
 
 
 def test_a_new_blueprint_is_played_under_a_name_the_plan_does_not_use_at_its_own_cost():

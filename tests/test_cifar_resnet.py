@@ -1,27 +1,18 @@
 """bench/cifar_resnet.py, the ResNet-on-CIFAR-10 benchmark a device session runs (issue 73): on CIFAR-10 files a test
 writes in CIFAR-10's own format, each arm plays, the grown arm stays within the healthy ResNet's parameters, and the
 results file holds the command, the budget and every episode; without data it is one line before any episode."""
-import importlib.util
 import json
-import sys
-from pathlib import Path
 from unittest import mock
 
 import pytest
 from torchvision.datasets import CIFAR10
 
+from conftest import load_script
 from test_tasks import write_tiny_cifar
-
-BENCH = Path(__file__).resolve().parents[1] / "bench"
 
 
 def _bench():
-    if str(BENCH) not in sys.path:
-        sys.path.insert(0, str(BENCH))
-    spec = importlib.util.spec_from_file_location("cifar_resnet", BENCH / "cifar_resnet.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/cifar_resnet.py")
 
 
 def test_the_three_arms_play_on_cifar10_files(tmp_path):

@@ -3,7 +3,7 @@
 `make test` already fails when `ruff format` would change a notebook (one statement per line, calls wrapped to fit).
 Ruff never splits a string or a comment, so a long docstring can still run past the limit: this check reads every
 code cell of every notebook and names each line longer than 120 characters. And the generated package imports
-nothing it does not use (ruff's F401).
+nothing it does not use (ruff's F401); the tests, benchmarks and probes pass all of pyflakes' checks (ruff's F).
 """
 import ast
 import json
@@ -48,6 +48,15 @@ def test_the_package_imports_nothing_it_does_not_use():
     pkg = NBS.parent / "esper"
     p = subprocess.run([sys.executable, "-m", "ruff", "check", "--select", "F401", "--output-format", "concise",
                         "--no-cache", str(pkg)], capture_output=True, text=True, check=False)
+    assert p.returncode == 0, p.stdout + p.stderr
+
+
+def test_tests_benchmarks_and_probes_leave_nothing_unused_or_undefined():
+    "Pyflakes' checks (ruff's F) on the code outside the package: an unused name is often a check someone forgot."
+    root = NBS.parent
+    p = subprocess.run([sys.executable, "-m", "ruff", "check", "--select", "F", "--output-format", "concise",
+                        "--no-cache", *(str(root / d) for d in ("tests", "bench", "lab", ".ci"))],
+                       capture_output=True, text=True, check=False)
     assert p.returncode == 0, p.stdout + p.stderr
 
 

@@ -1,6 +1,5 @@
 """bench/device_check.py: the figures it sets side by side, its refusals in one line, and (slow) a tiny run on the CPU
 of every step it runs on a device."""
-import importlib.util
 import json
 import os
 import signal
@@ -9,13 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 
 def _device_check():
-    path = Path(__file__).resolve().parent.parent / "bench" / "device_check.py"
-    spec = importlib.util.spec_from_file_location("device_check", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/device_check.py")
 
 
 def test_the_summary_sets_the_population_beside_the_workers(tmp_path):

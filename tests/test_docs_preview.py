@@ -2,20 +2,16 @@
 hidden (their outputs stay), `#| hide` cells (the `nbdev.showdoc` import among them) are dropped, and no `#|` line
 is left in a code cell. Before, nbdev's `NBProcessor` stripped the directives before the reader view looked for them,
 so every page showed its export code and its hidden imports. `docs_check.py` fails a page that shows either."""
-import importlib.util
 import json
-import sys
 from pathlib import Path
+
+from conftest import load_script
 
 CI = Path(__file__).resolve().parent.parent / ".ci"
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"_ci_{name}", CI / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[f"_ci_{name}"] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f".ci/{name}.py", f"_ci_{name}", register=True)  # dataclasses look their module up
 
 
 def _notebook(path: Path) -> Path:

@@ -1,21 +1,16 @@
 """lab/probes/events_headroom.py on the `tiny-events` suite: after suite_headroom.py's report, the hindsight oracle is chosen
 per kind of episode (shifts or not) on the tune seeds, played on the test seeds of its kind, and split out; a rerun
 plays nothing."""
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 
 def _bench(name, where="bench"):
-    bench = Path(__file__).resolve().parents[1] / where
-    if str(bench) not in sys.path: sys.path.insert(0, str(bench))
-    spec = importlib.util.spec_from_file_location(name, bench / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"{where}/{name}.py")
 
 
 def test_the_tiny_events_suite_end_to_end(tmp_path, capsys):

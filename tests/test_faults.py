@@ -14,6 +14,8 @@ import pytest
 from esper.cli import main
 from esper.simic.agent.checkpoint import read_checkpoint
 
+from conftest import load_script
+
 # tiny runs: an episode of two epochs of two batches takes a fraction of a second
 PPO = ["ppo", "--max-epochs", "2", "--max-batches", "2", "--update-every", "2", "--no-progress"]
 VEC = ["ppo", "--vectorized", "--n-envs", "2", "--workers", "0", "--max-epochs", "3", "--max-batches", "2",
@@ -216,15 +218,7 @@ def test_resume_past_a_part_batch_is_refused_not_called_complete(tmp_path, capsy
 
 
 def _bench_learning():
-    import importlib.util
-    import sys
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    if str(bench) not in sys.path:
-        sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
-    spec = importlib.util.spec_from_file_location("bench_learning", bench / "bench_learning.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/bench_learning.py")
 
 
 @pytest.mark.parametrize("left", ["results.json", "seed0/agent.pt"])

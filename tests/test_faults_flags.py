@@ -11,6 +11,8 @@ import pytest
 from esper.cli import SEED_MAX, build_parser, main
 from esper.cli.ppo_checks import check_ppo_args
 
+from conftest import load_script
+
 # tiny settings first: a case's own flags come after them and win
 TINY = {
     "ppo": ["ppo", "--n-episodes", "2", "--max-epochs", "2", "--max-batches", "1", "--no-progress"],
@@ -177,19 +179,7 @@ def test_missing_cifar10_advice_works_as_written_for_every_job(job, argv, tmp_pa
 
 
 def _bench_learning():
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
-    try:
-        spec = importlib.util.spec_from_file_location("bench_learning_flags", bench / "bench_learning.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(bench))
-    return module
+    return load_script("bench/bench_learning.py", "bench_learning_flags")
 
 
 @pytest.mark.parametrize("flags, line", [

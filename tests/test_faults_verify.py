@@ -1,6 +1,5 @@
 """Nothing damaged is trusted: checkpoints (checksums, entries, finite numbers, trainer state), the MNIST-1D cache and
 the learning benchmark's resume files are refused in one line naming the file; running out of memory is called that."""
-import importlib.util
 import os
 import struct
 import subprocess
@@ -15,6 +14,8 @@ import torch
 from esper.simic.agent.checkpoint import read_checkpoint
 from esper.simic.agent.ppo import PPOAgent
 from esper.simic.trainers.checkpoint import capture_rng, load_training_checkpoint, save_training_checkpoint
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -187,13 +188,7 @@ def test_main_turns_memory_error_into_one_line_naming_the_large_counts(monkeypat
 
 
 def _bench_learning():
-    bench = str(ROOT / "bench")
-    if bench not in sys.path:
-        sys.path.insert(0, bench)
-    spec = importlib.util.spec_from_file_location("bench_learning_faults", ROOT / "bench" / "bench_learning.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/bench_learning.py", "bench_learning_faults")
 
 
 @pytest.mark.parametrize("clock, said", [

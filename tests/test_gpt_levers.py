@@ -1,22 +1,14 @@
 """lab/probes/gpt_levers.py on a corpus the test writes: the three levers on one toy problem (one block planted,
 the shared twin, the table), the copy the G_stack lever starts from, and the refusals in one line."""
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 
 def _probe():
-    probes = Path(__file__).resolve().parents[1] / "lab" / "probes"
-    if str(probes) not in sys.path:
-        sys.path.insert(0, str(probes))
-    spec = importlib.util.spec_from_file_location("gpt_levers", probes / "gpt_levers.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpt_levers"] = module  # its jobs are pickled by name for the worker processes
-    spec.loader.exec_module(module)
-    return module
+    return load_script("lab/probes/gpt_levers.py", register=True)  # its jobs are pickled by name for the workers
 
 
 TOY = ["--budget", "3", "--epoch", "1", "--context", "16", "--train-chars", "512", "--eval-chars", "256",

@@ -87,6 +87,7 @@ def test_a_copy_of_a_grown_model_has_its_own_slots(resnet):
     host = model.release()
     with pytest.raises(ValueError, match="'layer1' did not run|already holds"):
         grow(twin.host, ["layer1"], x)  # the copy's host still carries its own slot
+    assert host is model.host and grow(host, ["layer1"], x).host is host  # released: it takes a slot again
 
 
 class CausalLM(nn.Module):
@@ -154,7 +155,7 @@ def test_the_token_layout_is_inferred_and_a_plain_attention_seed_does_look_ahead
 def test_an_mlp_grows_on_feature_vectors():
     torch.manual_seed(0)
     net = nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 3))
-    x, y = torch.randn(32, 6), torch.randint(0, 3, (32,))
+    x = torch.randn(32, 6)
     model = grow(net, ["1", "3"], x, param_budget=3000)  # the host has 435
     assert [p.layout for p in model.points.values()] == ["features"] * 2 and model.blueprints == ("mlp", "low_rank")
     assert model.affordable("1") == [True, True]

@@ -1,12 +1,10 @@
 """Tamiyo: signal tracker, heuristic decisions, and the episode runner (telemetry synced every epoch)."""
 import pytest
-import torch
 
 from esper.leyline import LifecycleOp, SeedStage
 from esper.tasks import get_task
 from esper.tamiyo.problems import GrowthProblem
-from esper.tamiyo import (Episode, EpisodeConfig, HeuristicConfig, HeuristicTamiyo, SignalTracker, TamiyoAction,
-                          run_episode)
+from esper.tamiyo import (Episode, EpisodeConfig, HeuristicConfig, HeuristicTamiyo, SignalTracker, TamiyoAction)
 
 
 def test_signal_tracker_deltas_plateau_best():

@@ -1,8 +1,5 @@
 """lab/probes/host_compile.py: its training step is the trainer's own but for the compiled call, and bad flags are one
 line each (the compiling itself is measured by running the script; it needs a C++ compiler and tens of seconds)."""
-import importlib.util
-import sys
-from pathlib import Path
 from unittest import mock
 
 from esper.tamiyo import episode as episode_module
@@ -12,15 +9,11 @@ from esper.tamiyo.suites import MENU
 from esper.tasks import get_task
 from esper.tamiyo.problems import GrowthProblem
 
+from conftest import load_script
+
 
 def _host_compile():
-    bench = Path(__file__).resolve().parent.parent / "lab" / "probes"
-    if str(bench) not in sys.path:
-        sys.path.insert(0, str(bench))  # as when the script runs: its folder comes first
-    spec = importlib.util.spec_from_file_location("host_compile", bench / "host_compile.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("lab/probes/host_compile.py")
 
 
 def test_its_step_uncompiled_plays_the_same_episode_bit_for_bit():

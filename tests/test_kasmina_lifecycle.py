@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from esper.kasmina import MorphogeneticModel, GateConfig, blend_curve, build_blueprint
+from esper.kasmina import MorphogeneticModel, blend_curve, build_blueprint
 from esper.leyline import BLUEPRINTS, BlendAlgorithm, IllegalTransitionError, SeedStage
 from esper.tasks import build_host, get_task
 from esper.tamiyo import Episode, EpisodeConfig, TamiyoAction

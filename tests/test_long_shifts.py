@@ -2,26 +2,20 @@
 on the test seeds, each episode by its own kind; the `switch` rule holds its seeds prunable and swaps them for the
 fallback once validation accuracy drops; a rerun plays nothing (the cache); an earlier --out is never replaced by
 accident; bad seeds end in one line."""
-import importlib.util
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from conftest import load_script
 
 ARGS = ["--tune-seeds", "1000", "1002", "--test-seeds", "2000", "2001"]  # 1002 and 2000 shift, 1000 and 2001 do not
 
 
 def _probe(monkeypatch):
     "The probe, its problems, plans and rules made tiny: one problem loses its order, one gains noise."
-    probes = Path(__file__).resolve().parents[1] / "lab" / "probes"
-    if str(probes) not in sys.path:  # it imports selector.py beside it, as running it as a script does
-        sys.path.insert(0, str(probes))
-    spec = importlib.util.spec_from_file_location("long_shifts_probe", probes / "long_shifts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("lab/probes/long_shifts.py", "long_shifts_probe")  # it imports selector.py beside it
     from esper.tamiyo.events import DataShift
     from esper.tamiyo.problems import TINY
 

@@ -2,25 +2,19 @@
 tune seeds and played on the test seeds, each episode by its own kind; the `anyslot` variant replants at once in
 another slot; a rerun plays nothing (the cache); an earlier --out is never replaced by accident; bad seeds end in one
 line."""
-import importlib.util
 import json
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
+
+from conftest import load_script
 
 ARGS = ["--tune-seeds", "1004", "1006", "--test-seeds", "2000", "2001"]  # 1006 and 2001 fail, 1004 and 2000 do not
 
 
 def _probe(monkeypatch):
     "The probe, its problems and rules made tiny: `global_mix` fails on one problem, `conv_small` on the other."
-    probes = Path(__file__).resolve().parents[1] / "lab" / "probes"
-    if str(probes) not in sys.path:  # it imports selector.py beside it, as running it as a script does
-        sys.path.insert(0, str(probes))
-    spec = importlib.util.spec_from_file_location("mixed_failures_probe", probes / "mixed_failures.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("lab/probes/mixed_failures.py", "mixed_failures_probe")  # it imports selector.py beside it
     from esper.tamiyo.events import SeedFailure
     from esper.tamiyo.problems import TINY
 

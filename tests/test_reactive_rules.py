@@ -1,26 +1,19 @@
 """lab/probes/reactive_rules.py on two tiny problems with failing seeds: the rules are tuned on one problem and
 judged on the other, paired with a duds split's arms; a rerun plays nothing (the cache), an earlier --out is never
 replaced by accident, and bad flags end in one line."""
-import importlib.util
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 TEST_SEEDS = [2000, 2001]
 
 
 def _probe():
-    probes = Path(__file__).resolve().parents[1] / "lab" / "probes"
-    if str(probes) not in sys.path:  # it imports selector.py beside it, as running it as a script does
-        sys.path.insert(0, str(probes))
-    path = probes / "reactive_rules.py"
-    spec = importlib.util.spec_from_file_location("reactive_rules_probe", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("lab/probes/reactive_rules.py", "reactive_rules_probe")  # it imports selector.py beside it
 
 
 def _suites(monkeypatch) -> tuple[str, str]:

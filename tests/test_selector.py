@@ -1,21 +1,18 @@
 """lab/probes/selector.py on the `tiny` suite at toy size: it fits the selector on the plan search, plays its plans,
 compares them paired with a suite benchmark's episodes and writes both files; a second run plays nothing (the cache),
 an earlier --out is never replaced by accident, and bad flags end in one line."""
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 TEST_SEEDS = [2000, 2001]
 
 
 def _probe():
-    path = Path(__file__).resolve().parents[1] / "lab" / "probes" / "selector.py"
-    spec = importlib.util.spec_from_file_location("selector_probe", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("lab/probes/selector.py", "selector_probe")
 
 
 def _bench(tmp_path: Path) -> Path:

@@ -2,10 +2,10 @@
 import pytest
 import torch
 
-from esper.leyline import BASE_FEATURE_DIM, LifecycleOp, SeedStage, FlatAction, N_FLAT_ACTIONS
+from esper.leyline import BASE_FEATURE_DIM, LifecycleOp, FlatAction, N_FLAT_ACTIONS
 from esper.simic import PPOAgent, RunningMeanStd
 from esper.simic.envs.env import (state_dim, action_dim, obs_to_state, action_masks, decode_action, step_reward,
-                             PPOController, load_ppo_controller, act)
+                             PPOController, load_ppo_controller)
 from esper.simic.envs.contributions import fossilized_contribution
 from esper.tamiyo import TamiyoAction, run_episode
 from esper.tamiyo.episode import Episode

@@ -1,5 +1,4 @@
 """Tests for Simic policy networks (shapes and initialisation)."""
-import math
 
 import torch
 import torch.nn as nn

@@ -73,7 +73,7 @@ class TestEntropyAnnealing:
         assert agent.get_entropy_coef() == 0.5
 
         # Perform update
-        metrics = agent.update(last_value=0.0)
+        agent.update(last_value=0.0)
 
         # After update, train_steps incremented
         assert agent.train_steps == 1
@@ -357,11 +357,11 @@ def test_recurrent_ppo_epochs_safety_cap():
 
     # n_epochs > 2 should warn (early warning)
     with pytest.warns(RuntimeWarning, match="n_epochs.*elevated"):
-        metrics = agent.update_recurrent(n_epochs=3)
+        agent.update_recurrent(n_epochs=3)
 
     # n_epochs > 4 should be capped (hard limit)
     with pytest.warns(RuntimeWarning, match="n_epochs.*capped"):
-        metrics = agent.update_recurrent(n_epochs=10)
+        agent.update_recurrent(n_epochs=10)
 
 
 # ----------------------------------------------------------------------------- factored heads, recurrence, GAE

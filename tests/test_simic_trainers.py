@@ -17,7 +17,6 @@ from esper.simic.trainers.vectorized import train_ppo_vectorized
 from esper.simic.trainers.training import train_ppo, train_heuristic
 from esper.tamiyo.problems import GrowthProblem
 from esper.tolaria import GovernorVerdict
-from esper.tasks import get_task
 
 fast = lambda epochs: GrowthProblem("mnist1d", max_epochs=epochs, max_batches=3)  # three batches an epoch
 PPO = {"n_epochs": 2, "batch_size": 8}
@@ -75,7 +74,6 @@ def test_resume_equals_uninterrupted(tmp_path):
 
 
 def _rollout_run(factored=False, n=2, max_epochs=4, spy=None):
-    task = get_task("mnist1d")
     torch.manual_seed(0)
     nsl = 2
     agent = PPOAgent(state_dim(nsl), action_dim(nsl, factored), n_epochs=1)

@@ -1,20 +1,15 @@
 """bench/suite_headroom.py on the `tiny` suite: it writes the table, the JSON and the heatmap, a second run plays
 nothing (the cache), an earlier --out is never replaced by accident, and bad flags end in one line."""
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import load_script
+
 
 def _headroom():
-    bench = Path(__file__).resolve().parents[1] / "bench"
-    if str(bench) not in sys.path: sys.path.insert(0, str(bench))
-    spec = importlib.util.spec_from_file_location("suite_headroom", bench / "suite_headroom.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/suite_headroom.py")
 
 
 def test_the_tiny_suite_end_to_end(tmp_path, capsys):

@@ -3,7 +3,7 @@ three splits and its settings checked, and an episode plays on it and reports th
 import pytest
 import torch
 
-from esper.tamiyo import EpisodeConfig, StaticTamiyo, run_episode
+from esper.tamiyo import StaticTamiyo, run_episode
 from esper.tasks import TASK_FAMILIES, TASK_NAMES, Setting, Splits, TaskFamily, get_task, register_task, split_sizes
 from esper.tamiyo.problems import GrowthProblem
 

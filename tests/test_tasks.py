@@ -239,7 +239,7 @@ def test_digits_loads_offline_with_a_fixed_test_split():
 
 
 def test_cifar10_subsets_grow_the_impaired_resnet_in_an_episode(tiny_cifar):
-    from esper.tamiyo import EpisodeConfig, run_episode
+    from esper.tamiyo import run_episode
     from esper.tamiyo.plans import PlanTamiyo
     from esper.tamiyo.problems import GrowthProblem
 

@@ -10,9 +10,9 @@ import tarfile
 import pytest
 import torch
 
-from esper.kasmina import MorphogeneticModel, grow
+from esper.kasmina import MorphogeneticModel
 from esper.leyline.metrics import ACCURACY, BitsPerToken
-from esper.tamiyo import EpisodeConfig, GrowthLoop, HeuristicTamiyo, run_episode
+from esper.tamiyo import GrowthLoop, HeuristicTamiyo, run_episode
 from esper.tamiyo.plans import PlanTamiyo
 from esper.tasks import TinyGPT, get_task, task_from_data, write_corpus
 from esper.tasks.shakespeare import WORKS, corpus_dir, corpus_from_archive, split_works

@@ -32,13 +32,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from event_arms import best, paired_differences, split_means, tables  # lab/probes/event_arms.py: shared
+# lab/probes/event_arms.py: what the event probes share
+from event_arms import (best, paired_differences, parse_seeds_and_files, per_problem_and_command, split_means,
+                        tables, write_report)
 from selector import open_outputs, row_printer  # lab/probes/selector.py: --out and --cache checked, rows said
 
-from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, seed_int
+from esper.cli import OneLineParser
 from esper.cli.runs import git_state, stops_in_one_line
 from esper.leyline import LIVE_STAGES, LifecycleOp, SeedStage
-from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.tamiyo.controllers import register_controller
 from esper.tamiyo.events import DataShift
 from esper.tamiyo.features import ops_allowed
@@ -201,7 +202,6 @@ def plans_of(p) -> list[str]:
 
 def markdown(r: dict) -> str:
     c = r["config"]
-    arms = list(r["means"])
     lines = [f"Four problems of {c['epochs']} epochs, shifts at an epoch in {c['shift_epochs'][0]}-"
              f"{c['shift_epochs'][1]} in half the episodes; "
              f"{'; '.join(f'{k}: ' + ', '.join(ps) for k, ps in c['problems'].items())}. "
@@ -209,35 +209,17 @@ def markdown(r: dict) -> str:
              f"played on test seeds {c['test_seeds'][0]}-{c['test_seeds'][-1]}; test accuracy %, all / kept / "
              "shifted episodes. Rules with one setting: " +
              ", ".join(f"`{r['chosen'][k]}` ({r['tune_means'][r['chosen'][k]]:.1f} on tune)" for k in KINDS) + "."]
-    lines += tables(r, WHERE)
-    lines += ["", "Per problem, all test episodes (the controllers each arm played are in `results.json`):", "",
-              "| problem | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
-    lines += [f"| {p} | " + " | ".join(f"{v[a]:.1f}" for a in arms) + " |" for p, v in r["per_problem"].items()]
-    lines += ["", "The oracles on the tune episodes that chose them (in sample; hindsight less open loop): " +
-              ", ".join(f"{p} {v['hindsight oracle'] - v['open-loop oracle']:+.1f}"
-                        for p, v in r["oracles_on_tune"].items()) + "."]
-    lines += ["", f"Command: `{r['command']}` at {c['git_commit']}" +
-              (" (with uncommitted changes)." if c.get("git_dirty") else ".")]
+    lines += tables(r, WHERE) + per_problem_and_command(r, "the controllers each arm played are in `results.json`")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="long_shifts.py")
-    ap.add_argument("--tune-seeds", type=seed_int, nargs="+", action=DistinctSeeds,
-                    default=[1000, 1002, 1004, 1006], help="seeds that choose (default: 1000-1006, even)")
-    ap.add_argument("--test-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=TEST_SEEDS,
-                    help="seeds that report (default: five that shift, five that do not)")
-    ap.add_argument("--cache", default="runs/plays.jsonl", help="episodes already played (default: runs/plays.jsonl)")
-    ap.add_argument("--out", required=True, help=f"folder for {', '.join(FILES)}")
-    add_overwrite_argument(ap)
-    a = ap.parse_args(argv)
-    if set(a.tune_seeds) & set(a.test_seeds):
-        ap.error("--tune-seeds and --test-seeds must not share a seed: nothing may be chosen on a reporting seed")
     problems = [p for ps in PROBLEMS.values() for p in ps]
-    for seeds, flag in ((a.tune_seeds, "--tune-seeds"), (a.test_seeds, "--test-seeds")):
-        if {p.event.draw(s) is None for s in seeds for p in problems} != {True, False}:
-            ap.error(f"{flag}: give seeds on which the data shifts and seeds on which it does not (the draw reads only "
-                     "the seed)")
+    a = parse_seeds_and_files(ap, argv, problems, FILES,
+                              tune=([1000, 1002, 1004, 1006], "seeds that choose (default: 1000-1006, even)"),
+                              test=(TEST_SEEDS, "seeds that report (default: five that shift, five that do not)"),
+                              happens=("the data shifts", "it does not"))
     cache = open_outputs(ap, a.out, a.cache, a.overwrite, FILES)
     t0, (played, on_row) = time.perf_counter(), row_printer()
     every = rules()
@@ -301,10 +283,7 @@ def main(argv: list[str] | None = None) -> None:
         "seconds": round(time.perf_counter() - t0, 1), "episodes_played": len(played),
         "episodes": {arm: {f"{p}|{s}": v for (p, s), v in d.items()} for arm, d in ep.items()},
     }
-    r = relative_paths(r)
-    table = markdown(r)
-    print(table + f"\n{len(played)} episodes played ({r['seconds']:.0f} s); the rest came from {a.cache}")
-    write_files_atomic(Path(a.out), {"results.json": json_text(r), "results.md": table})
+    write_report(r, markdown, a.out, a.cache)
 
 
 if __name__ == "__main__":

@@ -26,13 +26,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from event_arms import best, paired_differences, split_means, tables  # lab/probes/event_arms.py: shared
+# lab/probes/event_arms.py: what the event probes share
+from event_arms import (best, paired_differences, parse_seeds_and_files, per_problem_and_command, split_means,
+                        tables, write_report)
 from selector import open_outputs, row_printer  # lab/probes/selector.py: --out and --cache checked, rows said
 
-from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, seed_int
+from esper.cli import OneLineParser
 from esper.cli.runs import git_state, stops_in_one_line
 from esper.leyline import LifecycleOp, SeedStage
-from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.tamiyo.controllers import CONTROLLER_REGISTRY, register_controller
 from esper.tamiyo.events import SeedFailure
 from esper.tamiyo.plan_search import Play, as_played, plan_controllers, run_plays
@@ -119,41 +120,23 @@ def as_rule(p, rule: str) -> str | None:
 
 def markdown(r: dict) -> str:
     c = r["config"]
-    arms = list(r["means"])
     lines = [f"Six problems, two kinds: {'; '.join(f'{k}: ' + ', '.join(ps) for k, ps in c['problems'].items())}. "
              f"Chosen on tune seeds {', '.join(map(str, c['tune_seeds']))} ({r['cost']['tune_episodes']} episodes), "
              f"played on test seeds {c['test_seeds'][0]}-{c['test_seeds'][-1]}; test accuracy %, all / sound / "
              "failing episodes. Rules with one setting: " +
              ", ".join(f"`{r['chosen'][k]}` ({r['tune_means'][r['chosen'][k]]:.1f} on tune)" for k in KINDS) + "."]
-    lines += tables(r, WHERE)
-    lines += ["", "Per problem, all test episodes (the per-problem rule and the plans in `results.json`):", "",
-              "| problem | " + " | ".join(arms) + " |", "|---|" + "---|" * len(arms)]
-    lines += [f"| {p} | " + " | ".join(f"{v[a]:.1f}" for a in arms) + " |" for p, v in r["per_problem"].items()]
-    lines += ["", "The oracles on the tune episodes that chose them (in sample; hindsight less open loop): " +
-              ", ".join(f"{p} {v['hindsight oracle'] - v['open-loop oracle']:+.1f}"
-                        for p, v in r["oracles_on_tune"].items()) + "."]
-    lines += ["", f"Command: `{r['command']}` at {c['git_commit']}" +
-              (" (with uncommitted changes)." if c.get("git_dirty") else ".")]
+    lines += tables(r, WHERE) + per_problem_and_command(r, "the per-problem rule and the plans in `results.json`")
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = OneLineParser(description=__doc__.split("\n\n")[0], prog="mixed_failures.py")
-    ap.add_argument("--tune-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=[1004, 1005, 1006, 1007],
-                    help="seeds that choose (default: 1004-1007: two sound, two failing)")
-    ap.add_argument("--test-seeds", type=seed_int, nargs="+", action=DistinctSeeds, default=list(range(2000, 2010)),
-                    help="seeds that report (default: 2000-2009)")
-    ap.add_argument("--cache", default="runs/plays.jsonl", help="episodes already played (default: runs/plays.jsonl)")
-    ap.add_argument("--out", required=True, help=f"folder for {', '.join(FILES)}")
-    add_overwrite_argument(ap)
-    a = ap.parse_args(argv)
-    if set(a.tune_seeds) & set(a.test_seeds):
-        ap.error("--tune-seeds and --test-seeds must not share a seed: nothing may be chosen on a reporting seed")
     problems = [p for ps in PROBLEMS.values() for p in ps]
-    for seeds, flag in ((a.tune_seeds, "--tune-seeds"), (a.test_seeds, "--test-seeds")):
-        if {p.event.draw(s) is None for s in seeds for p in problems} != {True, False}:
-            ap.error(f"{flag}: give seeds on which the blueprints fail and seeds on which they do not (the draw "
-                     "reads only the seed)")
+    a = parse_seeds_and_files(ap, argv, problems, FILES,
+                              tune=([1004, 1005, 1006, 1007], "seeds that choose (default: 1004-1007: two sound, two "
+                                    "failing)"),
+                              test=(list(range(2000, 2010)), "seeds that report (default: 2000-2009)"),
+                              happens=("the blueprints fail", "they do not"))
     cache = open_outputs(ap, a.out, a.cache, a.overwrite, FILES)
     t0, (played, on_row) = time.perf_counter(), row_printer()
     every = rules()
@@ -210,10 +193,7 @@ def main(argv: list[str] | None = None) -> None:
         "seconds": round(time.perf_counter() - t0, 1), "episodes_played": len(played),
         "episodes": {arm: {f"{p}|{s}": v for (p, s), v in d.items()} for arm, d in ep.items()},
     }
-    r = relative_paths(r)
-    table = markdown(r)
-    print(table + f"\n{len(played)} episodes played ({r['seconds']:.0f} s); the rest came from {a.cache}")
-    write_files_atomic(Path(a.out), {"results.json": json_text(r), "results.md": table})
+    write_report(r, markdown, a.out, a.cache)
 
 
 if __name__ == "__main__":

@@ -22,11 +22,11 @@ import sys
 import time
 from pathlib import Path
 
+from event_arms import write_report  # lab/probes/event_arms.py: shared with the other event probes
 from selector import open_outputs, row_printer  # lab/probes/selector.py: --out and --cache checked, rows said
 
 from esper.cli import DistinctSeeds, OneLineParser, add_overwrite_argument, positive_int, seed_int
 from esper.cli.runs import git_state, stoppable_pool, stops_in_one_line
-from esper.leyline.files import json_text, relative_paths, write_files_atomic
 from esper.leyline.stats import mean_ci95
 from esper.tamiyo.plan_search import REACTIVE_GRID, Play, as_played, fresh_model, run_plays
 from esper.tamiyo.plans import Germination, Plan, fits
@@ -204,10 +204,7 @@ def main(argv: list[str] | None = None) -> None:
         "seconds": round(time.perf_counter() - t0, 1), "episodes_played": len(played),
         "episodes": {k: {f"{p}|{s}": v for (p, s), v in d.items()} for k, d in mine.items()},
     }
-    r = relative_paths(r)
-    table = markdown(r)
-    print(table + f"\n{len(played)} episodes played ({r['seconds']:.0f} s); the rest came from {a.cache}")
-    write_files_atomic(Path(a.out), {"results.json": json_text(r), "results.md": table})
+    write_report(r, markdown, a.out, a.cache)
 
 
 if __name__ == "__main__":
