@@ -216,20 +216,23 @@ def write_files_atomic(
     return [path for _, path in staged]
 
 # %% ../../nbs/leyline/04_files.ipynb #b0735550
-def _folder_problem(folder: Path) -> str | None:
+def _folder_problem(
+    folder: Path,
+    name: str | None = None,  # how the message names the folder ("its folder ..."); None: it is the subject already
+) -> str | None:
     "Why `folder` cannot hold new files (None when it can); creates it when missing."
     if folder.exists() and not folder.is_dir():
-        return "is a file, not a folder"
+        return f"{name + ' ' if name else ''}is a file, not a folder"
     try:
         _make_folder(folder)
     except OSError as e:
-        return f"cannot create the folder ({_why(e)})"
+        return f"cannot create {name or 'the folder'} ({_why(e)})"
     try:
         fd, probe = tempfile.mkstemp(prefix=".esper-probe-", dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        return f"cannot write in the folder ({_why(e)})"
+        return f"cannot write in {name or 'the folder'} ({_why(e)})"
     return None
 
 
@@ -253,9 +256,9 @@ def check_output_file(
     file = Path(path).expanduser()
     if file.is_dir():
         raise OutputError(f"{what} {file}: is a folder; give the path of a file")
-    problem = _folder_problem(file.parent)
+    problem = _folder_problem(file.parent, f"its folder {file.parent}")
     if problem is not None:
-        raise OutputError(f"{what} {file}: its folder {file.parent} {problem}")
+        raise OutputError(f"{what} {file}: {problem}")
     return file
 
 # %% ../../nbs/leyline/04_files.ipynb #ab72f7cd
