@@ -234,7 +234,13 @@ def read_checkpoint(path: str | os.PathLike, map_location="cpu") -> dict:
         payload = torch.load(path, map_location=map_location, weights_only=True)
     except FileNotFoundError:
         raise
-    except pickle.UnpicklingError as e:  # safe loading refused a Python object no Esper checkpoint holds
+    except pickle.UnpicklingError as e:  # safe loading refused a Python object no Esper checkpoint holds ...
+        bytecode = re.search(r"Unsupported operand \d+", str(e))
+        if bytecode:  # ... or met bytes that are no pickle at all (any file that is not a torch file may)
+            raise ValueError(
+                f"{path} is not a readable PPOAgent checkpoint (truncated, corrupt or not a torch file: "
+                f"{bytecode.group(0)})"
+            ) from None
         found = re.search(r"GLOBAL ([\w.]+)", str(e))
         what = f" ({found.group(1)})" if found else ""
         raise ValueError(
