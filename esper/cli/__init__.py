@@ -314,8 +314,12 @@ def sigterm_as_interrupt():
 def main(argv: list[str] | None = None) -> int:
     "Entry point of the `esper-train` console script."
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
     prog = f"esper-train {args.command}"
+    if unknown:  # argparse would blame `esper-train`: name the subcommand whose flags they are not
+        parser.exit(
+            2, f"{prog}: error: unrecognized arguments: {' '.join(unknown)} (`{prog} --help` lists its flags)\n"
+        )
     with sigterm_as_interrupt():
         try:
             return int(args.run(args) or 0)
