@@ -127,6 +127,12 @@ def on_epoch_end(
     "One epoch done: seed bookkeeping, telemetry and counterfactuals, signals, then the controller's decision."
     if self.epoch >= self.max_epochs:
         raise RuntimeError(f"on_epoch_end called after the last of max_epochs={self.max_epochs} epochs")
+    reads = getattr(getattr(getattr(self.controller, "agent", None), "config", None), "features", "signals")
+    if reads != "signals" and "train_samples" not in metrics:  # else the policy would read a training split of 0
+        raise ValueError(
+            f"metrics: 'train_samples' (the training split's size) is needed: the policy reads the run's sizes "
+            f"(features {reads!r})"
+        )
     va_acc, va_loss = self._score(metrics, "val"), _metric(metrics, "val_loss")
     tr_loss, tr_acc = _metric(metrics, "train_loss", va_loss), self._score(metrics, "train", va_acc)
     m = self.model
