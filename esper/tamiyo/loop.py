@@ -61,7 +61,8 @@ class GrowthLoop:
                 "optimizer: it holds a seed's parameters already; GrowthLoop adds each seed's group itself"
             )
         self.actions = ActionSpace(model.blueprints)
-        trained = getattr(getattr(controller, "agent", None), "actions", None)  # a policy knows its menu
+        agent = getattr(controller, "agent", None)  # a trained policy knows its menu and the features it reads
+        trained = getattr(agent, "actions", None)
         if trained is not None and tuple(trained.blueprints) != self.actions.blueprints:
             raise ValueError(
                 f"controller: the policy was trained on the menu {tuple(trained.blueprints)}, "
@@ -69,6 +70,7 @@ class GrowthLoop:
             )
         self.model, self.optimizer, self.controller, self.val_loader = model, optimizer, controller, val_loader
         self.max_epochs, self.seed_lr, self.metric = max_epochs, float(lr), as_metric(metric)
+        self.features = getattr(getattr(agent, "config", None), "features", "signals")
         self.measured = {SeedStage[s] for s in counterfactual_stages}
         self.locality = input_locality(val_loader)
         self.tracker, self.grads = SignalTracker(), EpisodeGradientStats(model)
@@ -127,11 +129,10 @@ def on_epoch_end(
     "One epoch done: seed bookkeeping, telemetry and counterfactuals, signals, then the controller's decision."
     if self.epoch >= self.max_epochs:
         raise RuntimeError(f"on_epoch_end called after the last of max_epochs={self.max_epochs} epochs")
-    reads = getattr(getattr(getattr(self.controller, "agent", None), "config", None), "features", "signals")
-    if reads != "signals" and "train_samples" not in metrics:  # else the policy would read a training split of 0
+    if self.features != "signals" and "train_samples" not in metrics:  # else the policy reads a training split of 0
         raise ValueError(
             f"metrics: 'train_samples' (the training split's size) is needed: the policy reads the run's sizes "
-            f"(features {reads!r})"
+            f"(features {self.features!r})"
         )
     va_acc, va_loss = self._score(metrics, "val"), _metric(metrics, "val_loss")
     tr_loss, tr_acc = _metric(metrics, "train_loss", va_loss), self._score(metrics, "train", va_acc)
