@@ -47,7 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # this checkout's esper, installed or not (a device machine has it only here)
 
 from esper.cli import OneLineParser, positive_int
-from esper.leyline.files import write_json_atomic
+from esper.leyline.files import relative_paths, write_json_atomic
 
 FILES = ("pop_profile.json", "pop_groups.json", "pop_envs.json", "pop_envs_more.json", "workers", "summary.json",
          "log.txt")
@@ -201,7 +201,8 @@ def main(argv=None) -> int:
                      f"are in {args.out}\n")
     summary = summarize(args.out)
     lines = report(summary)
-    write_json_atomic(args.out / "summary.json", {"steps": records, "lines": lines, **summary}, indent=1)
+    summary = {"steps": relative_paths(records, ROOT), "lines": lines, **summary}  # commands as run from the root
+    write_json_atomic(args.out / "summary.json", summary, indent=1)
     print("\n".join(lines))
     return 0 if all(r.get("rc") == 0 for r in records) else 1
 

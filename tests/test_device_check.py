@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import load_script
+from esper.leyline.files import MACHINE_PATH
 
 
 def _device_check():
@@ -51,6 +52,7 @@ def test_a_tiny_run_on_the_cpu_runs_every_step_and_sums_them_up(tmp_path, run_be
     assert all(r["rc"] == 0 and not r["timed_out"] and (out / r["file"]).is_file() for r in s["steps"])
     assert s["workers"]["most"] == 2 and s["population"]["envs"] == 2 and s["population_more"]["envs"] == 3
     assert s["lines"] == p.stdout.strip().splitlines()[-3:]
+    assert not MACHINE_PATH.search((out / "summary.json").read_text())  # its commands, relative to the root
 
 
 def test_a_step_past_its_limit_is_stopped_with_the_processes_it_started(tmp_path):
