@@ -13,10 +13,10 @@ worker processes with it) and the next one starts, so what finished still comes 
 
 On an H200 (2026-11-30, `nbs/results/gpu_h200/`) the steps took 23, 201, 56, 72 and 183 s (535 s): the default
 budget just holds them, so give the device call a limit of about 590 s. Steps 3 to 5 train the same episodes
-(`--max-epochs`, 30 batches of 64 per epoch). `summary.json` then sets the
-figures side by side: the population's host-training samples per second over 16 workers' (the aim: 3x or more),
-16 workers over one (12x or more), and every step's exit status, seconds and file. `log.txt` holds every step's
-output. Nothing in `--out` is replaced without `--overwrite`.
+(`--max-epochs`, 30 batches of 64 per epoch). `summary.json` then sets the figures side by side: the population's
+host-training samples per second over 16 workers' (the aim: 3x or more), 16 workers over one (12x or more), and
+every step's exit status, seconds and file. `log.txt` holds every step's output. Nothing in `--out` is replaced
+without `--overwrite`.
 
 On a GPU box whose Python has PyTorch but not the rest of esper's needs, from the project root: the missing
 packages fetched as wheels where a package index can be reached,
@@ -201,8 +201,8 @@ def main(argv=None) -> int:
                      f"are in {args.out}\n")
     summary = summarize(args.out)
     lines = report(summary)
-    summary = {"steps": relative_paths(records, ROOT), "lines": lines, **summary}  # commands as run from the root
-    write_json_atomic(args.out / "summary.json", summary, indent=1)
+    steps_run = relative_paths(records, ROOT)  # each step's command as run from the project root
+    write_json_atomic(args.out / "summary.json", {"steps": steps_run, "lines": lines, **summary}, indent=1)
     print("\n".join(lines))
     return 0 if all(r.get("rc") == 0 for r in records) else 1
 
